@@ -1,0 +1,3 @@
+from retfwheel.cli import main
+
+main()

@@ -1,0 +1,82 @@
+"""Auditing a written wheel by reopening it with the same reader the input went through."""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+
+from retfwheel.archive import read_content
+from retfwheel.elf import ElfInfo
+from retfwheel.errors import AuditError, RetfError
+from retfwheel.plan import BuildPlan, CopyMember, NewMember
+from retfwheel.policy import load_policies, violations
+from retfwheel.recipe import Recipe
+from retfwheel.record import hash_bytes
+from retfwheel.verdict import Fit, bundled_libraries, judge_elf
+from retfwheel.wheel import PROVENANCE_FILE, read_wheel
+from retfwheel.writer import WrittenWheel, member_order
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    checks: tuple[str, ...]  # what was checked and held, in order
+
+
+def audit_wheel(written: WrittenWheel, plan: BuildPlan, recipe: Recipe, elves: tuple[ElfInfo, ...]) -> AuditReport:
+    """Check the wheel at ``written.path`` against its plan; raise AuditError on the first failure.
+
+    ``elves`` are the analyses of the ELF members, keyed by their output names.
+    """
+    try:
+        wheel = read_wheel(written.path)
+    except RetfError as exc:
+        raise AuditError(f"the written wheel does not read back: {exc}") from exc
+    checks = []
+    _expect(wheel.filename == plan.filename, f"file name {wheel.filename} != planned {plan.filename}")
+    _expect(wheel.dist_info == plan.dist_info, f".dist-info is {wheel.dist_info}, planned {plan.dist_info}")
+    _expect(str(wheel.version) == plan.version and wheel.metadata_name == plan.name, "METADATA Name/Version differ from the plan")
+    checks.append(f"reads back as {plan.name} {plan.version}; RECORD lists exactly its {len(wheel.archive.members)} members")
+
+    names = [m.name for m in wheel.archive.members]
+    _expect(names == sorted(names, key=lambda n: member_order(n, plan.dist_info)), "members are not in canonical order")
+    with zipfile.ZipFile(written.path) as zf:
+        stamps = {i.date_time for i in zf.infolist()}
+        modes = {i.external_attr >> 16 for i in zf.infolist()}
+    _expect(len(stamps) == 1, f"members carry {len(stamps)} different timestamps")
+    _expect(modes <= {0o100644, 0o100755}, f"unexpected file modes {sorted(oct(m) for m in modes)}")
+    checks.append("sorted members, .dist-info then RECORD last, one fixed timestamp, normalized modes")
+
+    planned = {m.name: m for m in plan.members}
+    _expect(set(planned) | {plan.record_path} == set(names), "the archive's members differ from the plan")
+    for name, item in planned.items():
+        member = wheel.archive.member(name)
+        entry = wheel.record[name]
+        if isinstance(item, CopyMember):
+            same = (member.crc, member.size, member.method) == (item.source.crc, item.source.size, item.source.method)
+            _expect(same and entry.hash == item.hash, f"{name} is not an unchanged copy of the input member")
+        else:
+            _expect(entry.hash == hash_bytes(read_content(wheel.archive, member)) == hash_bytes(item.data), f"{name} differs from what was planned")
+    checks.append(f"{sum(isinstance(m, CopyMember) for m in plan.members)} members byte-identical to the input, "
+                  f"{sum(isinstance(m, NewMember) for m in plan.members)} new members match RECORD")
+    _expect(wheel.provenance is not None, f"{PROVENANCE_FILE} is missing")
+
+    _audit_elves(elves, plan, recipe, checks)
+    return AuditReport(tuple(checks))
+
+
+def _audit_elves(elves: tuple[ElfInfo, ...], plan: BuildPlan, recipe: Recipe, checks: list[str]) -> None:
+    bundled = bundled_libraries(elves)
+    for elf in elves:
+        verdict = judge_elf(elf, recipe.target, bundled)
+        _expect(verdict.fit is Fit.OK, f"{elf.path} {verdict.fit.value}: {'; '.join(verdict.reasons)}")
+    arch = recipe.target.arch
+    for policy in load_policies(arch):
+        if set(policy.tags(arch)) & set(plan.platforms):
+            problems = violations(policy, elves, bundled)
+            _expect(not problems, f"platform tag {policy.name} is dishonest: {problems[0] if problems else ''}")
+    checks.append(f"{len(elves)} ELF files load on {recipe.name} and fit the wheel's platform tag")
+
+
+def _expect(condition: bool, failure: str) -> None:
+    if not condition:
+        raise AuditError(f"audit failed: {failure}")

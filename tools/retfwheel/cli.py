@@ -1,0 +1,184 @@
+"""The command line: the only place that prints, writes reports and chooses exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import click
+
+from retfwheel import __version__
+from retfwheel.build import BuildResult, build_wheel
+from retfwheel.elf import FAMILIES, format_version
+from retfwheel.errors import RetfError
+from retfwheel.fetch import cache_root, fetch_default_input
+from retfwheel.inspection import Inspection, inspect_wheel, inspection_json
+from retfwheel.recipe import load_recipe
+
+
+class _Context:
+    def __init__(self, debug: bool) -> None:
+        self.debug = debug
+        self.started = time.monotonic()
+
+    def progress(self, message: str) -> None:
+        click.echo(f"[{time.monotonic() - self.started:6.1f}s] {message}", err=True)
+
+
+def _fail(error: RetfError) -> None:
+    for line in error.lines:
+        click.echo(f"ERROR: {line}", err=True)
+    if error.hint:
+        click.echo(f"hint: {error.hint}", err=True)
+    sys.exit(error.exit_code)
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv[1:]
+    try:
+        cli.main(standalone_mode=False, prog_name="retfwheel")
+    except RetfError as error:
+        if debug:
+            traceback.print_exc()
+        _fail(error)
+    except click.exceptions.Abort:
+        click.echo("ERROR: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except KeyboardInterrupt:
+        click.echo("ERROR: interrupted", err=True)
+        sys.exit(130)
+    except Exception as error:  # a bug: say so plainly, traceback only on request
+        if debug:
+            traceback.print_exc()
+        click.echo(f"ERROR: internal error: {type(error).__name__}: {error}", err=True)
+        click.echo("hint: rerun with --debug for the traceback and report it", err=True)
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="retfwheel")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Rebuild TensorFlow 2.x wheels so they install and run on old Python 3.6 stacks."""
+    ctx.obj = _Context(debug)
+
+
+_recipe_option = click.option(
+    "--recipe", "recipe_path", type=click.Path(path_type=Path, dir_okay=False), help="Target recipe (recipes/*.toml)."
+)
+
+
+@cli.command()
+@click.argument("wheel", type=click.Path(path_type=Path))
+@_recipe_option
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def inspect(wheel: Path, recipe_path: Path | None, as_json: bool) -> None:
+    """Show what WHEEL needs from the machine it will run on."""
+    recipe = load_recipe(recipe_path) if recipe_path else None
+    inspection = inspect_wheel(wheel, recipe)
+    if as_json:
+        click.echo(json.dumps(inspection_json(inspection), indent=2))
+    else:
+        _show_inspection(inspection)
+
+
+@cli.command()
+@click.argument("input_wheel", required=False, type=click.Path(path_type=Path))
+@click.option("--recipe", "recipe_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="Target recipe (recipes/*.toml).")
+@click.option("--out-dir", required=True, type=click.Path(path_type=Path, file_okay=False), help="Where the wheel goes.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), help="Write a JSON report.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
+@click.pass_obj
+def build(ctx: _Context, input_wheel: Path | None, recipe_path: Path, out_dir: Path, dry_run: bool,
+          report_path: Path | None, cache_dir: Path | None) -> None:
+    """Rebuild INPUT_WHEEL (default: the recipe's [input]) for the recipe's target."""
+    recipe = load_recipe(recipe_path)
+    if input_wheel is None:
+        ctx.progress(f"fetching {recipe.input_requirement} for {recipe.target.python_tag} (cached after the first time)")
+        input_wheel = fetch_default_input(recipe, cache_root(cache_dir))
+    result = build_wheel(input_wheel, recipe, out_dir, dry_run=dry_run, progress=ctx.progress)
+    _show_plan(result, dry_run)
+    if report_path:
+        report_path.write_text(json.dumps(_build_json(result), indent=2) + "\n")
+    if result.output:
+        ctx.progress(f"done in {time.monotonic() - ctx.started:.1f}s")
+        click.echo(str(result.output))
+
+
+def _show_plan(result: BuildResult, dry_run: bool) -> None:
+    plan = result.plan
+    click.echo(f"{'plan' if dry_run else 'built'}: {plan.filename}")
+    click.echo(f"  from {plan.input_filename} (sha256 {plan.input_sha256[:16]}...) with recipe {plan.recipe_name}")
+    for change in plan.changes:
+        click.echo(f"  - {change}")
+    copied = sum(1 for m in plan.members if m.__class__.__name__ == "CopyMember")
+    click.echo(f"  members: {copied} copied unchanged, {len(plan.members) - copied} new or rewritten, plus RECORD")
+    if result.audit:
+        for check in result.audit.checks:
+            click.echo(f"  audit ok: {check}")
+    if dry_run:
+        click.echo("dry run: nothing written")
+
+
+def _build_json(result: BuildResult) -> dict:
+    plan = result.plan
+    return {
+        "version": 1,
+        "input": {"filename": plan.input_filename, "sha256": plan.input_sha256},
+        "recipe": plan.recipe_name,
+        "output": str(result.output) if result.output else None,
+        "filename": plan.filename,
+        "name": plan.name,
+        "version_string": plan.version,
+        "tags": list(plan.tags),
+        "changes": list(plan.changes),
+        "audit": list(result.audit.checks) if result.audit else None,
+    }
+
+
+def _show_inspection(ins: Inspection) -> None:
+    w = ins.wheel
+    newest = {}
+    for family in FAMILIES:
+        found = [v for e in ins.elves if (v := e.newest(family)) is not None]
+        if found:
+            newest[family] = format_version(max(found))
+    rows = [
+        ("wheel", w.filename),
+        ("name / version", f"{w.metadata_name} {w.version}"),
+        ("tags", ", ".join(sorted(str(t) for t in w.tags))),
+        ("python / abi", f"{', '.join(sorted({t.interpreter for t in w.tags}))} / {', '.join(sorted({t.abi for t in w.tags}))}"),
+        ("tensorflow", ins.tensorflow_version or "no (not a TensorFlow wheel)"),
+        ("C++ ABI", f"_GLIBCXX_USE_CXX11_ABI={ins.cxx11_abi}" if ins.cxx11_abi is not None else "unknown"),
+        ("manylinux", " / ".join([ins.policy.name, *ins.policy.aliases]) if ins.policy else "none (linux only)"),
+        ("needs at most", ", ".join(f"{k}_{v}" for k, v in newest.items()) or "-"),
+        ("retfwheel", "already processed" if ins.processed else "not processed"),
+        ("requires", ", ".join(w.requires_dist) or "-"),
+    ]
+    for key, value in rows:
+        click.echo(f"{key + ':':<16} {value}")
+    verdicts = {v.path: v for v in ins.verdicts or ()}
+    click.echo(f"\nELF files ({len(ins.elves)}):")
+    for elf in ins.elves:
+        versions = " ".join(f"{k}_{v}" for k, v in elf.newest_by_family().items())
+        click.echo(f"  {elf.path}  [{versions}]")
+        click.echo(f"      needed: {', '.join(elf.needed) or '-'}")
+        if elf.rpath or elf.runpath:
+            click.echo(f"      {'rpath' if elf.rpath else 'runpath'}: {':'.join(elf.rpath or elf.runpath)}")
+        if elf.path in verdicts:
+            v = verdicts[elf.path]
+            click.echo(f"      verdict: {v.fit.value}{': ' + '; '.join(v.reasons) if v.reasons else ''}")
+    if verdicts:
+        counts = {}
+        for v in verdicts.values():
+            counts[v.fit.value] = counts.get(v.fit.value, 0) + 1
+        click.echo("\nverdict: " + ", ".join(f"{n} {fit}" for fit, n in counts.items()))

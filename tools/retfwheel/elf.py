@@ -1,0 +1,200 @@
+"""What an ELF file needs from the machine: DT_NEEDED, RPATH, and symbol versions.
+
+Only the program headers and the dynamic segment are read. pyelftools' ELFFile reads the section
+table, which sits at the very end of the file; hiding it makes ELFFile fall back to segments, so a
+400 MB library inside a wheel is decompressed only as far as its dynamic segment.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from elftools.common.exceptions import ELFError
+from elftools.common.utils import struct_parse
+from elftools.elf.elffile import ELFFile
+
+ELF_MAGIC = b"\x7fELF"
+# Symbol-version families whose newest required version decides where a binary can run.
+FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
+_VERSION = re.compile(r"^([A-Z][A-Z0-9]*?)_(\d+(?:\.\d+)*)$")
+
+
+def parse_symbol_version(text: str) -> tuple[str, tuple[int, ...]] | None:
+    """``'GLIBCXX_3.4.29'`` -> ``('GLIBCXX', (3, 4, 29))``; None for ``GLIBC_PRIVATE`` and friends."""
+    match = _VERSION.match(text)
+    if not match:
+        return None
+    return match.group(1), tuple(int(p) for p in match.group(2).split("."))
+
+
+def format_version(version: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in version)
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    """The load-time requirements of one ELF file."""
+
+    path: str
+    elf_class: int
+    machine: str
+    soname: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+    # library -> symbol versions required from it, e.g. {"libc.so.6": ("GLIBC_2.2.5", ...)}
+    version_needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # True: new (C++11) std::string ABI; False: old ABI; None: no std::string in its interface
+    cxx11_abi: bool | None = None
+
+    def newest(self, family: str) -> tuple[int, ...] | None:
+        """Newest version of ``family`` (e.g. 'GLIBCXX') this file needs, if any."""
+        found = [
+            parsed[1]
+            for versions in self.version_needs.values()
+            for parsed in map(parse_symbol_version, versions)
+            if parsed and parsed[0] == family
+        ]
+        return max(found) if found else None
+
+    def newest_by_family(self) -> dict[str, str]:
+        return {f: format_version(v) for f in FAMILIES if (v := self.newest(f)) is not None}
+
+
+def is_elf(head: bytes) -> bool:
+    return head[:4] == ELF_MAGIC
+
+
+def read_elf(path: str, view: BinaryIO, *, string_abi: bool = False) -> ElfInfo:
+    """Analyse the ELF file readable through ``view`` (a MemberView or any seekable stream).
+
+    ``string_abi`` also derives the std::string ABI (costly on large symbol tables).
+    """
+    head = view.read(64)
+    if not is_elf(head) or len(head) < 52:
+        raise ValueError(f"{path}: not an ELF file")
+    elf_class = head[4]
+    little = head[5] == 1
+    _hide_section_table(view, elf_class, little)
+    view.seek(0)
+    try:
+        elf = ELFFile(view)
+        dynamic = next(iter(elf.iter_segments(type="PT_DYNAMIC")), None)
+        machine = elf["e_machine"]
+        if dynamic is None:
+            return ElfInfo(path, elf_class * 32, machine, None, (), (), ())
+        tags = {"DT_NEEDED": [], "DT_RPATH": [], "DT_RUNPATH": [], "DT_SONAME": []}
+        numbers: dict[str, int] = {}
+        for tag in dynamic.iter_tags():
+            name = tag.entry.d_tag
+            if name == "DT_NEEDED":
+                tags[name].append(tag.needed)
+            elif name == "DT_RPATH":
+                tags[name].extend(p for p in tag.rpath.split(":") if p)
+            elif name == "DT_RUNPATH":
+                tags[name].extend(p for p in tag.runpath.split(":") if p)
+            elif name == "DT_SONAME":
+                tags[name].append(tag.soname)
+            elif name in ("DT_STRTAB", "DT_STRSZ", "DT_VERNEED", "DT_VERNEEDNUM"):
+                numbers[name] = tag.entry.d_val
+        strtab = _file_offset(elf, numbers.get("DT_STRTAB"))
+        needs = _version_needs(elf, view, strtab, numbers)
+        cxx11 = _cxx11_abi(view, strtab, numbers.get("DT_STRSZ", 0)) if string_abi else None
+    except (ELFError, struct.error, KeyError, StopIteration) as exc:
+        raise ValueError(f"{path}: malformed ELF ({exc})") from exc
+    return ElfInfo(
+        path=path,
+        elf_class=elf_class * 32,
+        machine=machine,
+        soname=tags["DT_SONAME"][0] if tags["DT_SONAME"] else None,
+        needed=tuple(tags["DT_NEEDED"]),
+        rpath=tuple(tags["DT_RPATH"]),
+        runpath=tuple(tags["DT_RUNPATH"]),
+        version_needs=needs,
+        cxx11_abi=cxx11,
+    )
+
+
+def _hide_section_table(view: BinaryIO, elf_class: int, little: bool) -> None:
+    """Zero e_shoff/e_shnum/e_shstrndx in the buffered header (not in the file)."""
+    end = "<" if little else ">"
+    if elf_class == 2:
+        view.patch(0x28, struct.pack(end + "Q", 0))
+        view.patch(0x3C, struct.pack(end + "HH", 0, 0))
+    else:
+        view.patch(0x20, struct.pack(end + "I", 0))
+        view.patch(0x30, struct.pack(end + "HH", 0, 0))
+
+
+def _file_offset(elf: ELFFile, address: int | None) -> int | None:
+    if address is None:
+        return None
+    return next(iter(elf.address_offsets(address)), None)
+
+
+def _cstring(view: BinaryIO, offset: int) -> str:
+    view.seek(offset)
+    data = b""
+    while b"\x00" not in data:
+        chunk = view.read(256)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\x00", 1)[0].decode("utf-8", "replace")
+
+
+def _version_needs(elf: ELFFile, view: BinaryIO, strtab: int | None, numbers: dict[str, int]) -> dict[str, tuple[str, ...]]:
+    start = _file_offset(elf, numbers.get("DT_VERNEED"))
+    if start is None or strtab is None:
+        return {}
+    needs: dict[str, tuple[str, ...]] = {}
+    offset = start
+    for _ in range(numbers.get("DT_VERNEEDNUM", 0)):
+        verneed = struct_parse(elf.structs.Elf_Verneed, view, stream_pos=offset)
+        library = _cstring(view, strtab + verneed["vn_file"])
+        names = []
+        aux = offset + verneed["vn_aux"]
+        for _ in range(verneed["vn_cnt"]):
+            vernaux = struct_parse(elf.structs.Elf_Vernaux, view, stream_pos=aux)
+            names.append(_cstring(view, strtab + vernaux["vna_name"]))
+            aux += vernaux["vna_next"]
+        needs[library] = tuple(sorted(names))
+        if not verneed["vn_next"]:
+            break
+        offset += verneed["vn_next"]
+    return needs
+
+
+_ABI_MARKERS = re.compile(rb"St7__cxx11|B5cxx11|RKSs|PKSs")
+# Symbols of namespace std: a library may carry (statically linked) libstdc++ of both ABIs,
+# so only the library's own symbols tell which std::string its interface uses.
+_STD_SYMBOL = re.compile(rb"_Z(?:GTt|T[VIST]|Th\d+_)?N?K?S[tsbaiod]")
+
+
+def _cxx11_abi(view: BinaryIO, strtab: int | None, size: int) -> bool | None:
+    """Which std::string ABI the library's own dynamic symbols use, from their mangled names."""
+    if strtab is None or not size:
+        return None
+    view.seek(strtab)
+    names = view.read(size)
+    new = old = 0
+    for match in _ABI_MARKERS.finditer(names):
+        start = names.rfind(b"\x00", 0, match.start()) + 1
+        if _STD_SYMBOL.match(names, start):
+            continue
+        if match.group().endswith(b"Ss"):
+            old += 1
+        else:
+            new += 1
+    if new and not old:
+        return True
+    if old and not new:
+        return False
+    return None

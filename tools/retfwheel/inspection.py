@@ -1,0 +1,137 @@
+"""`retfwheel inspect`: what a TensorFlow wheel needs from the machine it will run on."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from retfwheel.archive import read_content
+from retfwheel.elf import ElfInfo
+from retfwheel.errors import TargetMismatchError
+from retfwheel.policy import Policy, lowest_policy
+from retfwheel.recipe import Recipe
+from retfwheel.scan import is_framework_library, scan_wheel
+from retfwheel.verdict import Verdict, bundled_libraries, judge_elf
+from retfwheel.wheel import WheelInfo, read_wheel
+
+JSON_VERSION = 1
+_VERSION_H = "tensorflow/include/tensorflow/core/public/version.h"
+
+
+@dataclass(frozen=True)
+class Inspection:
+    wheel: WheelInfo
+    elves: tuple[ElfInfo, ...]
+    tensorflow_version: str | None
+    cxx11_abi: int | None  # value of _GLIBCXX_USE_CXX11_ABI the native code was built with
+    policy: Policy | None  # most compatible manylinux policy the ELF files satisfy
+    verdicts: tuple[Verdict, ...] | None  # per ELF, against the recipe's target
+    processed: dict | None  # provenance of an earlier retfwheel run, if any
+
+    @property
+    def bundled(self) -> frozenset[str]:
+        return bundled_libraries(self.elves)
+
+
+def inspect_wheel(path: Path, recipe: Recipe | None = None, *, verify: bool = False) -> Inspection:
+    """Analyse a wheel (reading only what ELF analysis needs unless ``verify``)."""
+    wheel = read_wheel(path)
+    scan = scan_wheel(wheel, verify=verify)
+    return analyse(wheel, scan.elves, recipe)
+
+
+def analyse(wheel: WheelInfo, elves: tuple[ElfInfo, ...], recipe: Recipe | None) -> Inspection:
+    """Combine a wheel's metadata and ELF analyses into an Inspection (pure)."""
+    bundled = bundled_libraries(elves)
+    arch = recipe.target.arch if recipe else "x86_64"
+    verdicts = tuple(judge_elf(e, recipe.target, bundled) for e in elves) if recipe else None
+    return Inspection(
+        wheel=wheel,
+        elves=elves,
+        tensorflow_version=tensorflow_version(wheel),
+        cxx11_abi=_cxx11_flag(elves),
+        policy=lowest_policy(elves, bundled, arch),
+        verdicts=verdicts,
+        processed=_provenance(wheel),
+    )
+
+
+def tensorflow_version(wheel: WheelInfo) -> str | None:
+    """The TensorFlow version compiled into the wheel's headers, or None if it is not TensorFlow."""
+    if wheel.archive.member("tensorflow/__init__.py") is None:
+        return None
+    member = wheel.archive.member(_VERSION_H)
+    if member is None:
+        return str(wheel.version)
+    text = read_content(wheel.archive, member).decode("utf-8", "replace")
+    parts = [re.search(rf"#define TF_{p}_VERSION (\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    if not all(parts):
+        return str(wheel.version)
+    suffix = re.search(r'#define TF_VERSION_SUFFIX "([^"]*)"', text)
+    return ".".join(m.group(1) for m in parts) + (suffix.group(1) if suffix else "")
+
+
+def require_tensorflow(inspection: Inspection) -> str:
+    if inspection.tensorflow_version is None:
+        raise TargetMismatchError(
+            f"{inspection.wheel.path}: not a TensorFlow wheel (no tensorflow/__init__.py)",
+            hint="retfwheel rebuilds TensorFlow 2.x wheels such as tensorflow-cpu==2.6.2",
+        )
+    return inspection.tensorflow_version
+
+
+def _cxx11_flag(elves: tuple[ElfInfo, ...]) -> int | None:
+    for elf in elves:
+        if is_framework_library(elf.path) and elf.cxx11_abi is not None:
+            return int(elf.cxx11_abi)
+    return None
+
+
+def _provenance(wheel: WheelInfo) -> dict | None:
+    if wheel.provenance is None:
+        return None
+    try:
+        value = json.loads(wheel.provenance)
+    except ValueError:
+        return {"unreadable": True}
+    return value if isinstance(value, dict) else {"unreadable": True}
+
+
+def inspection_json(inspection: Inspection) -> dict:
+    """The machine-readable form of an Inspection (``--json``)."""
+    wheel = inspection.wheel
+    verdicts = {v.path: v for v in inspection.verdicts or ()}
+    return {
+        "version": JSON_VERSION,
+        "wheel": {
+            "path": str(wheel.path),
+            "name": str(wheel.name),
+            "version": str(wheel.version),
+            "tags": sorted(str(t) for t in wheel.tags),
+            "python": sorted({t.interpreter for t in wheel.tags}),
+            "abi": sorted({t.abi for t in wheel.tags}),
+            "requires_dist": list(wheel.requires_dist),
+            "members": len(wheel.archive.members),
+        },
+        "tensorflow_version": inspection.tensorflow_version,
+        "cxx11_abi": inspection.cxx11_abi,
+        "manylinux": [inspection.policy.name, *inspection.policy.aliases] if inspection.policy else None,
+        "processed_by_retfwheel": inspection.processed,
+        "elf": [
+            {
+                "path": e.path,
+                "needed": list(e.needed),
+                "rpath": list(e.rpath),
+                "runpath": list(e.runpath),
+                "newest": e.newest_by_family(),
+                **(
+                    {"verdict": verdicts[e.path].fit.name.lower(), "reasons": list(verdicts[e.path].reasons)}
+                    if e.path in verdicts
+                    else {}
+                ),
+            }
+            for e in inspection.elves
+        ],
+    }

@@ -1,0 +1,231 @@
+"""Recipes: one TOML file in recipes/ per target environment, read then validated.
+
+Validation collects every problem before failing, each naming the file, the key and, for a
+misspelt key, the likely intended one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from retfwheel.errors import RecipeError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_VERSION_TEXT = re.compile(r"^\d+(\.\d+)*$")
+_LOCAL_LABEL = re.compile(r"^[a-z0-9]+([._][a-z0-9]+)*$", re.IGNORECASE)
+_DIST_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_PLATFORM_TAG = re.compile(r"^[a-z0-9_]+$")
+ARCHES = ("x86_64", "aarch64")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The machine a produced wheel must run on."""
+
+    python: tuple[int, int]
+    implementation: str
+    abi: str
+    arch: str
+    glibc: tuple[int, ...]
+    glibcxx: tuple[int, ...]  # newest GLIBCXX_ the target's own libstdc++.so.6 defines
+    cxxabi: tuple[int, ...]
+    gcc: tuple[int, ...]  # newest GCC_ the target's libgcc_s.so.1 defines
+
+    @property
+    def python_tag(self) -> str:
+        return f"{self.implementation}{self.python[0]}{self.python[1]}"
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    local_version: str
+    platform: str  # "auto": lowest manylinux tag the audit allows; else an explicit tag
+    extra_platform_tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    path: Path
+    sha256: str
+    description: str
+    target: Target
+    input_requirement: Requirement | None
+    output: OutputSpec
+
+
+def load_recipe(path: Path) -> Recipe:
+    """Read and validate ``path``; raises RecipeError listing every problem."""
+    data, raw = read_recipe_file(Path(path))
+    return validate_recipe(data, Path(path), hashlib.sha256(raw).hexdigest())
+
+
+def read_recipe_file(path: Path) -> tuple[dict[str, Any], bytes]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RecipeError([f"{path}: no such recipe"], hint=_available_hint(path)) from None
+    except OSError as exc:
+        raise RecipeError([f"{path}: cannot read ({exc.strerror or exc})"]) from exc
+    try:
+        return tomllib.loads(raw.decode("utf-8")), raw
+    except UnicodeDecodeError as exc:
+        raise RecipeError([f"{path}: not UTF-8 text"]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError([f"{path}: not valid TOML ({exc})"]) from exc
+
+
+def _available_hint(path: Path) -> str:
+    folder = path.parent if str(path.parent) not in ("", ".") else Path("recipes")
+    names = sorted(p.name for p in folder.glob("*.toml")) if folder.is_dir() else []
+    return f"recipes in {folder}: {', '.join(names)}" if names else "pass a recipe file, e.g. recipes/emulated-py36.toml"
+
+
+class _Checker:
+    """Collects problems while reading typed values out of one recipe table."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problems: list[str] = []
+
+    def problem(self, where: str, message: str) -> None:
+        self.problems.append(f"{self.path}: {where} {message}")
+
+    def table(self, data: dict, section: str, known: tuple[str, ...], required: bool = True) -> dict:
+        value = data.get(section)
+        if value is None:
+            if required:
+                self.problem(f"[{section}]", "section is missing")
+            return {}
+        if not isinstance(value, dict):
+            self.problem(f"[{section}]", "must be a table")
+            return {}
+        self.unknown(value, known, f"[{section}]")
+        return value
+
+    def unknown(self, table: dict, known: tuple[str, ...], where: str) -> None:
+        for key in table:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            suggestion = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(known)})"
+            self.problem(where, f"unknown key '{key}'{suggestion}")
+
+    def get(self, table: dict, section: str, key: str, check: Callable[[Any], Any], default: Any = ..., expect: str = "") -> Any:
+        if key not in table:
+            if default is ...:
+                self.problem(f"[{section}]", f"missing key '{key}'{f' ({expect})' if expect else ''}")
+                return None
+            return default
+        try:
+            return check(table[key])
+        except (TypeError, ValueError) as exc:
+            self.problem(f"[{section}] {key} =", f"{table[key]!r}: {exc}")
+            return None
+
+
+def _version(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, str) or not _VERSION_TEXT.match(value):
+        raise ValueError("expected a version string like \"2.27\"")
+    return tuple(int(p) for p in value.split("."))
+
+
+def _glibc(value: Any) -> tuple[int, ...]:
+    if value == "host":
+        return host_glibc()
+    return _version(value)
+
+
+def host_glibc() -> tuple[int, ...]:
+    """This machine's glibc version (for recipes that target the machine itself)."""
+    text = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    if not text or not text.startswith("glibc "):
+        raise ValueError("'host' needs a glibc-based machine")
+    return _version(text.split()[1])
+
+
+def _python(value: Any) -> tuple[int, int]:
+    parts = _version(value)
+    if len(parts) != 2 or parts[0] != 3:
+        raise ValueError("expected a Python 3 version like \"3.6\"")
+    return parts[0], parts[1]
+
+
+def _string(pattern: re.Pattern | None, expect: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or (pattern and not pattern.match(value)):
+            raise ValueError(f"expected {expect}")
+        return value
+
+    return check
+
+
+def _requirement(value: Any) -> Requirement:
+    if not isinstance(value, str):
+        raise ValueError("expected a requirement like \"tensorflow-cpu==2.6.2\"")
+    try:
+        req = Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"not a valid requirement ({exc})") from None
+    if len(req.specifier) != 1 or next(iter(req.specifier)).operator != "==":
+        raise ValueError("pin one exact version with '==' so builds are reproducible")
+    return req
+
+
+def _tag_list(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and _PLATFORM_TAG.match(v) for v in value):
+        raise ValueError("expected a list of platform tags like [\"linux_x86_64\"]")
+    return tuple(value)
+
+
+def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
+    """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
+    c = _Checker(path)
+    c.unknown(data, ("description", "target", "input", "output"), "top level:")
+    t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
+    python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
+    implementation = c.get(t, "target", "implementation", _string(re.compile(r"^cp$"), '"cp" (CPython)'), "cp")
+    default_abi = f"cp{python[0]}{python[1]}{'m' if python < (3, 8) else ''}" if python else None
+    abi = c.get(t, "target", "abi", _string(re.compile(r"^[a-z0-9_]+$"), "an ABI tag like \"cp36m\""), default_abi)
+    arch = c.get(t, "target", "arch", _string(re.compile("^(" + "|".join(ARCHES) + ")$"), f"one of {', '.join(ARCHES)}"), "x86_64")
+    glibc = c.get(t, "target", "glibc", _glibc, expect='e.g. "2.27", or "host" for this machine')
+    glibcxx = c.get(t, "target", "glibcxx", _version, expect="newest GLIBCXX_ version of the target's libstdc++, e.g. \"3.4.25\"")
+    cxxabi = c.get(t, "target", "cxxabi", _version, expect="newest CXXABI_ version, e.g. \"1.3.11\"")
+    gcc = c.get(t, "target", "gcc", _version, expect="newest GCC_ version of libgcc_s, e.g. \"7.0.0\"")
+
+    i = c.table(data, "input", ("requirement",), required=False)
+    requirement = c.get(i, "input", "requirement", _requirement, None)
+
+    o = c.table(data, "output", ("name", "local_version", "platform", "extra_platform_tags"))
+    name = c.get(o, "output", "name", _string(_DIST_NAME, "a distribution name like \"tensorflow\""))
+    local = c.get(o, "output", "local_version", _string(_LOCAL_LABEL, "a local version label like \"retf.py36\""))
+    platform = c.get(o, "output", "platform", _string(_PLATFORM_TAG, "\"auto\" or a platform tag"), "auto")
+    extra = c.get(o, "output", "extra_platform_tags", _tag_list, ())
+    description = c.get(data, "top level", "description", _string(None, "a string"), "")
+
+    if c.problems:
+        raise RecipeError(c.problems)
+    return Recipe(
+        name=path.stem,
+        path=path,
+        sha256=sha256,
+        description=description,
+        target=Target(python, implementation, abi, arch, glibc, glibcxx, cxxabi, gcc),
+        input_requirement=requirement,
+        output=OutputSpec(str(canonicalize_name(name)), local, platform, extra),
+    )

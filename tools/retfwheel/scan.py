@@ -1,0 +1,89 @@
+"""One parallel pass over a wheel's members: find and analyse ELF files, optionally verify RECORD hashes."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from retfwheel.archive import Member, MemberView, iter_content, open_archive_file, read_prefix
+from retfwheel.elf import ElfInfo, is_elf, read_elf
+from retfwheel.errors import RecordError, WheelFormatError
+from retfwheel.record import encode_digest, new_hasher
+from retfwheel.wheel import WheelInfo
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Scan:
+    elves: tuple[ElfInfo, ...]  # sorted by path
+    hashes_verified: bool
+
+
+def scan_wheel(wheel: WheelInfo, *, verify: bool, workers: int | None = None) -> Scan:
+    """Analyse every ELF member; with ``verify``, also check every member against RECORD.
+
+    Without ``verify`` only ELF headers and dynamic segments are decompressed.
+    """
+    jobs = sorted(wheel.archive.members, key=lambda m: -m.compressed_size)
+    local = threading.local()
+    handles = []
+    lock = threading.Lock()
+
+    def handle():
+        if not hasattr(local, "fh"):
+            local.fh = open_archive_file(wheel.archive)
+            with lock:
+                handles.append(local.fh)
+        return local.fh
+
+    def run(member: Member) -> ElfInfo | None:
+        fh = handle()
+        if verify and member.name != wheel.record_path:
+            return _verify_member(fh, wheel, member)
+        if member.size < 52 or not is_elf(read_prefix(fh, wheel.archive, member, 4)):
+            return None
+        return _read_elf(wheel, member, MemberView(iter_content(fh, wheel.archive, member), member.size))
+
+    workers = workers or min(4, os.cpu_count() or 1)
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(run, jobs))
+    finally:
+        for fh in handles:
+            fh.close()
+    elves = tuple(sorted((e for e in results if e is not None), key=lambda e: e.path))
+    return Scan(elves=elves, hashes_verified=verify)
+
+
+def _verify_member(fh, wheel: WheelInfo, member: Member) -> ElfInfo | None:
+    entry = wheel.record.get(member.name)
+    if entry is None:  # RECORD signatures; their listing was checked by read_wheel
+        return None
+    hasher = new_hasher(entry.algorithm)
+    view = MemberView(iter_content(fh, wheel.archive, member), member.size, sink=hasher.update)
+    info = None
+    if member.size >= 52 and is_elf(view.read(4)):
+        view.seek(0)
+        info = _read_elf(wheel, member, view)
+    view.drain()
+    if encode_digest(entry.algorithm, hasher.digest()) != entry.hash:
+        raise RecordError(
+            f"{wheel.path}: '{member.name}' does not match its RECORD hash (the file was changed after the wheel was built)"
+        )
+    return info
+
+
+def is_framework_library(name: str) -> bool:
+    """TensorFlow's framework library: custom ops link against it, so its ABI is the one to match."""
+    return name.rsplit("/", 1)[-1].startswith("libtensorflow_framework.so")
+
+
+def _read_elf(wheel: WheelInfo, member: Member, view: MemberView) -> ElfInfo:
+    try:
+        return read_elf(member.name, view, string_abi=is_framework_library(member.name))
+    except ValueError as exc:
+        raise WheelFormatError(f"{wheel.path}: {exc}") from exc

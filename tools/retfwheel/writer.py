@@ -1,0 +1,125 @@
+"""Writing a wheel deterministically: sorted members, fixed timestamps, normalized modes.
+
+Unchanged members are copied as their compressed bytes (zipfile cannot copy without
+recompressing), so a 170 MB TensorFlow wheel is written at disk speed. RECORD is made from the
+entries the writer returns for what it actually wrote, and is written last.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from retfwheel.archive import Archive, iter_raw, open_archive_file
+from retfwheel.errors import OutputError
+from retfwheel.plan import BuildPlan, CopyMember, NewMember
+from retfwheel.record import RecordEntry, entry_for, format_record
+
+DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip can hold
+_LOCAL = struct.Struct("<4s5H3L2H")
+_CENTRAL = struct.Struct("<4s6H3L5H2L")
+_END = struct.Struct("<4s4H2LH")
+_LIMIT = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class WrittenWheel:
+    path: Path
+    record: tuple[RecordEntry, ...]  # RECORD rows of every member but RECORD, in archive order
+    epoch: int
+
+
+def build_epoch() -> int:
+    """Timestamp for every member: SOURCE_DATE_EPOCH when set, else a fixed date."""
+    value = os.environ.get("SOURCE_DATE_EPOCH")
+    if not value:
+        return DEFAULT_EPOCH
+    try:
+        return max(DEFAULT_EPOCH, int(value))
+    except ValueError:
+        raise OutputError(f"SOURCE_DATE_EPOCH={value!r} is not an integer number of seconds") from None
+
+
+def member_order(name: str, dist_info: str) -> tuple[int, str]:
+    """Payload first, then .dist-info, RECORD last (so streaming installers meet metadata late)."""
+    if name == f"{dist_info}/RECORD":
+        return (2, name)
+    return (1 if name.startswith(f"{dist_info}/") else 0, name)
+
+
+def write_wheel(plan: BuildPlan, source: Archive, dest: Path, epoch: int) -> WrittenWheel:
+    """Write ``plan`` to ``dest`` (which must not be the final name; the caller renames)."""
+    members = sorted(plan.members, key=lambda m: member_order(m.name, plan.dist_info))
+    date_time = _dos_time(epoch)
+    central: list[bytes] = []
+    record: list[RecordEntry] = []
+    try:
+        with open(dest, "wb") as out, open_archive_file(source) as src:
+            for member in members:
+                if isinstance(member, CopyMember):
+                    entry = _copy(out, src, source, member, date_time, central)
+                else:
+                    entry = _add(out, member.name, member.data, member.executable, date_time, central)
+                record.append(entry)
+            record_bytes = format_record(record, plan.record_path)
+            _add(out, plan.record_path, record_bytes, False, date_time, central)
+            _finish(out, central)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as exc:
+        raise OutputError(f"{dest}: cannot write ({exc.strerror or exc})") from exc
+    return WrittenWheel(dest, tuple(record), epoch)
+
+
+def _dos_time(epoch: int) -> tuple[int, int]:
+    t = time.gmtime(epoch)
+    return (t.tm_hour << 11) | (t.tm_min << 5) | (t.tm_sec // 2), ((t.tm_year - 1980) << 9) | (t.tm_mon << 5) | t.tm_mday
+
+
+def _mode(executable: bool) -> int:
+    return (0o100755 if executable else 0o100644) << 16
+
+
+def _header(out: BinaryIO, name: str, method: int, crc: int, csize: int, size: int, executable: bool, date_time, central) -> None:
+    encoded = name.encode("utf-8")
+    flags = 0x800 if not name.isascii() else 0  # bit 11: the name is UTF-8
+    offset = out.tell()
+    if max(offset, csize, size) >= _LIMIT or len(central) >= 0xFFFF:
+        raise OutputError(f"{name}: the output would need ZIP64, which retfwheel does not write")
+    out.write(_LOCAL.pack(b"PK\x03\x04", 20, flags, method, *date_time, crc, csize, size, len(encoded), 0))
+    out.write(encoded)
+    central.append(
+        _CENTRAL.pack(b"PK\x01\x02", 0x0314, 20, flags, method, *date_time, crc, csize, size, len(encoded), 0, 0, 0, 0, _mode(executable), offset)
+        + encoded
+    )
+
+
+def _copy(out: BinaryIO, src: BinaryIO, source: Archive, member: CopyMember, date_time, central) -> RecordEntry:
+    m = member.source
+    _header(out, member.name, m.method, m.crc, m.compressed_size, m.size, m.executable, date_time, central)
+    for chunk in iter_raw(src, source, m):
+        out.write(chunk)
+    return RecordEntry(member.name, member.hash, m.size)
+
+
+def _add(out: BinaryIO, name: str, data: bytes, executable: bool, date_time, central) -> RecordEntry:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    packed = compressor.compress(data) + compressor.flush()
+    _header(out, name, 8, zlib.crc32(data), len(packed), len(data), executable, date_time, central)
+    out.write(packed)
+    return entry_for(name, data)
+
+
+def _finish(out: BinaryIO, central: list[bytes]) -> None:
+    start = out.tell()
+    for header in central:
+        out.write(header)
+    size = out.tell() - start
+    if start >= _LIMIT:
+        raise OutputError("the output would need ZIP64, which retfwheel does not write")
+    out.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), size, start, 0))
