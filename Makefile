@@ -1,0 +1,33 @@
+# retfwheel developer entry points. The README's two commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+OUT    ?= dist
+RECIPE ?= recipes/emulated-py36.toml
+
+.PHONY: setup demo test test-fast bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[test]'
+	touch $@
+
+# Build the recipe's default input (tensorflow-cpu==2.6.2 for Python 3.6), downloaded once and cached.
+demo: setup
+	$(BIN)/retfwheel build --recipe $(RECIPE) --out-dir $(OUT) --report $(OUT)/report.json
+
+# Every test, the slow end-to-end ones included (they download the real TensorFlow wheel once).
+test: setup
+	$(BIN)/python -m pytest
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: setup
+	$(BIN)/python bench/bench_build.py
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

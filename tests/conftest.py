@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from factory import (
+    FRAMEWORK_SOURCE,
+    NEW_GLIBC_SOURCE,
+    TO_CHARS_SOURCE,
+    compile_library,
+    make_wheel,
+    tensorflow_files,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPES = REPO / "recipes"
+
+
+@dataclass(frozen=True)
+class Libraries:
+    framework_old_abi: bytes  # -D_GLIBCXX_USE_CXX11_ABI=0
+    framework_new_abi: bytes
+    to_chars: bytes  # needs GLIBCXX_3.4.29
+    new_glibc: bytes  # needs GLIBC_2.36
+
+
+@pytest.fixture(scope="session")
+def libs(tmp_path_factory) -> Libraries:
+    folder = tmp_path_factory.mktemp("libs")
+    return Libraries(
+        framework_old_abi=compile_library(folder, "fw0.so", FRAMEWORK_SOURCE, flags=("-D_GLIBCXX_USE_CXX11_ABI=0", "-Wl,-rpath,$ORIGIN/")),
+        framework_new_abi=compile_library(folder, "fw1.so", FRAMEWORK_SOURCE, flags=("-D_GLIBCXX_USE_CXX11_ABI=1",)),
+        to_chars=compile_library(folder, "tc.so", TO_CHARS_SOURCE, flags=("-std=c++17",)),
+        new_glibc=compile_library(folder, "ng.so", NEW_GLIBC_SOURCE, cxx=False),
+    )
+
+
+@pytest.fixture
+def tf_wheel(tmp_path, libs):
+    """A small TensorFlow-shaped wheel with a real framework library (old std::string ABI)."""
+
+    def make(extra: dict[str, bytes] | None = None, **options) -> Path:
+        folder = tmp_path / "in"
+        folder.mkdir(exist_ok=True)
+        return make_wheel(folder, tensorflow_files(libs.framework_old_abi, extra), **options)
+
+    return make
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run the real command line in a subprocess."""
+
+    def run(*args: str, env: dict | None = None) -> Run:
+        import os
+
+        environment = dict(os.environ, **(env or {}))
+        result = subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True,
+                                cwd=REPO, env=environment)
+        return Run(result.returncode, result.stdout, result.stderr)
+
+    return run
+
+
+@pytest.fixture
+def emulated():
+    return RECIPES / "emulated-py36.toml"
+
+
+@pytest.fixture
+def bionic():
+    return RECIPES / "ubuntu18.04-py36.toml"
