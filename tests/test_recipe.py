@@ -40,14 +40,15 @@ def test_defaults(tmp_path):
 
 def test_every_problem_is_reported_at_once_with_did_you_mean(tmp_path):
     text = GOOD.replace('python = "3.6"', 'pyton = "3.6"').replace('local_version = "retf.t"', 'local_version = "no spaces"')
-    text += '\n[deps]\npined = 1\n'
+    text += '\n[deps]\nleve = ["wheel"]\n[extras]\n'
     with pytest.raises(RecipeError) as info:
         load_recipe(write(tmp_path, text))
     problems = info.value.problems
     assert any("[target] unknown key 'pyton'; did you mean 'python'?" in p for p in problems)
     assert any("[target] missing key 'python'" in p for p in problems)
     assert any("local_version" in p and "local version label" in p for p in problems)
-    assert any("unknown key 'deps'" in p for p in problems)
+    assert any("[deps] unknown key 'leve'; did you mean 'leave'?" in p for p in problems)
+    assert any("unknown key 'extras'" in p for p in problems)
     assert all(p.startswith(str(tmp_path / "r.toml") + ":") for p in problems)
 
 

@@ -53,6 +53,8 @@ class ElfInfo:
     version_needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # True: new (C++11) std::string ABI; False: old ABI; None: no std::string in its interface
     cxx11_abi: bool | None = None
+    # symbol versions this file defines (a runtime library's offer), e.g. ("GLIBCXX_3.4", ...)
+    provides: tuple[str, ...] = ()
 
     def newest(self, family: str) -> tuple[int, ...] | None:
         """Newest version of ``family`` (e.g. 'GLIBCXX') this file needs, if any."""
@@ -62,6 +64,11 @@ class ElfInfo:
             for parsed in map(parse_symbol_version, versions)
             if parsed and parsed[0] == family
         ]
+        return max(found) if found else None
+
+    def newest_provided(self, family: str) -> tuple[int, ...] | None:
+        """Newest version of ``family`` this file defines (e.g. GLIBCXX of a libstdc++)."""
+        found = [p[1] for p in map(parse_symbol_version, self.provides) if p and p[0] == family]
         return max(found) if found else None
 
     def newest_by_family(self) -> dict[str, str]:
@@ -102,10 +109,11 @@ def read_elf(path: str, view: BinaryIO, *, string_abi: bool = False) -> ElfInfo:
                 tags[name].extend(p for p in tag.runpath.split(":") if p)
             elif name == "DT_SONAME":
                 tags[name].append(tag.soname)
-            elif name in ("DT_STRTAB", "DT_STRSZ", "DT_VERNEED", "DT_VERNEEDNUM"):
+            elif name in ("DT_STRTAB", "DT_STRSZ", "DT_VERNEED", "DT_VERNEEDNUM", "DT_VERDEF", "DT_VERDEFNUM"):
                 numbers[name] = tag.entry.d_val
         strtab = _file_offset(elf, numbers.get("DT_STRTAB"))
         needs = _version_needs(elf, view, strtab, numbers)
+        provides = _version_definitions(elf, view, strtab, numbers)
         cxx11 = _cxx11_abi(view, strtab, numbers.get("DT_STRSZ", 0)) if string_abi else None
     except (ELFError, struct.error, KeyError, StopIteration) as exc:
         raise ValueError(f"{path}: malformed ELF ({exc})") from exc
@@ -119,6 +127,7 @@ def read_elf(path: str, view: BinaryIO, *, string_abi: bool = False) -> ElfInfo:
         runpath=tuple(tags["DT_RUNPATH"]),
         version_needs=needs,
         cxx11_abi=cxx11,
+        provides=provides,
     )
 
 
@@ -176,6 +185,23 @@ _ABI_MARKERS = re.compile(rb"St7__cxx11|B5cxx11|RKSs|PKSs")
 # Symbols of namespace std: a library may carry (statically linked) libstdc++ of both ABIs,
 # so only the library's own symbols tell which std::string its interface uses.
 _STD_SYMBOL = re.compile(rb"_Z(?:GTt|T[VIST]|Th\d+_)?N?K?S[tsbaiod]")
+
+
+def _version_definitions(elf: ELFFile, view: BinaryIO, strtab: int | None, numbers: dict[str, int]) -> tuple[str, ...]:
+    start = _file_offset(elf, numbers.get("DT_VERDEF"))
+    if start is None or strtab is None:
+        return ()
+    names = []
+    offset = start
+    for _ in range(numbers.get("DT_VERDEFNUM", 0)):
+        verdef = struct_parse(elf.structs.Elf_Verdef, view, stream_pos=offset)
+        if verdef["vd_cnt"] and not verdef["vd_flags"] & 0x1:  # VER_FLG_BASE names the file itself
+            verdaux = struct_parse(elf.structs.Elf_Verdaux, view, stream_pos=offset + verdef["vd_aux"])
+            names.append(_cstring(view, strtab + verdaux["vda_name"]))
+        if not verdef["vd_next"]:
+            break
+        offset += verdef["vd_next"]
+    return tuple(sorted(names))
 
 
 def _cxx11_abi(view: BinaryIO, strtab: int | None, size: int) -> bool | None:

@@ -59,6 +59,31 @@ class OutputSpec:
 
 
 @dataclass(frozen=True)
+class RuntimeSpec:
+    """Where the vendored libstdc++.so.6 comes from ([libstdcxx])."""
+
+    source: str  # "none", "toolchain", "file" or "debian"
+    vendor: str  # "auto": only when an ELF needs more than the target has; "always"
+    compiler: str = "g++"
+    path: Path | None = None
+    package: str = "libstdc++6"
+    version: str = ""
+    suite: str = ""
+    sha256: str = ""
+
+
+@dataclass(frozen=True)
+class DepsSpec:
+    """Vendoring of the input's Python requirements ([deps])."""
+
+    vendor: bool
+    lock: Path
+    leave: tuple[str, ...] = ()  # requirement names left to the target environment
+    scripts: dict[str, str] | None = None  # vendored console script -> name it is published under
+    environment_scripts: tuple[str, ...] = ()  # scripts owned by the target environment's packages
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str
     path: Path
@@ -67,6 +92,9 @@ class Recipe:
     target: Target
     input_requirement: Requirement | None
     output: OutputSpec
+    runtime: RuntimeSpec = RuntimeSpec("none", "auto")
+    deps: DepsSpec | None = None
+    conflicts: str = "error"  # [bootstrap] conflicts: a vendored module already imported elsewhere
 
 
 def load_recipe(path: Path) -> Recipe:
@@ -196,7 +224,7 @@ def _tag_list(value: Any) -> tuple[str, ...]:
 def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
     c = _Checker(path)
-    c.unknown(data, ("description", "target", "input", "output"), "top level:")
+    c.unknown(data, ("description", "target", "input", "output", "libstdcxx", "deps", "bootstrap"), "top level:")
     t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
     python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
     implementation = c.get(t, "target", "implementation", _string(re.compile(r"^cp$"), '"cp" (CPython)'), "cp")
@@ -217,6 +245,10 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     platform = c.get(o, "output", "platform", _string(_PLATFORM_TAG, "\"auto\" or a platform tag"), "auto")
     extra = c.get(o, "output", "extra_platform_tags", _tag_list, ())
     description = c.get(data, "top level", "description", _string(None, "a string"), "")
+    runtime = _runtime_spec(c, data, path)
+    deps = _deps_spec(c, data, path)
+    b = c.table(data, "bootstrap", ("conflicts",), required=False)
+    conflicts = c.get(b, "bootstrap", "conflicts", _choice("error", "warn"), "error")
 
     if c.problems:
         raise RecipeError(c.problems)
@@ -228,4 +260,64 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         target=Target(python, implementation, abi, arch, glibc, glibcxx, cxxabi, gcc),
         input_requirement=requirement,
         output=OutputSpec(str(canonicalize_name(name)), local, platform, extra),
+        runtime=runtime,
+        deps=deps,
+        conflicts=conflicts,
     )
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    return _string(re.compile("^(" + "|".join(map(re.escape, choices)) + ")$"), " or ".join(f'"{c}"' for c in choices))
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and _DIST_NAME.match(v) for v in value):
+        raise ValueError("expected a list of names")
+    return tuple(value)
+
+
+def _script_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and _DIST_NAME.match(v) for k, v in value.items()):
+        raise ValueError('expected a table of script names, e.g. { tensorboard = "retf-tensorboard" }')
+    return dict(value)
+
+
+def _runtime_spec(c: _Checker, data: dict, path: Path) -> RuntimeSpec:
+    t = c.table(data, "libstdcxx", ("source", "vendor", "compiler", "path", "package", "version", "suite", "sha256"), required=False)
+    source = c.get(t, "libstdcxx", "source", _choice("none", "toolchain", "file", "debian"), "none")
+    vendor = c.get(t, "libstdcxx", "vendor", _choice("auto", "always"), "auto")
+    compiler = c.get(t, "libstdcxx", "compiler", _string(None, "a compiler command"), "g++")
+    file = None
+    if source == "file":
+        file = c.get(t, "libstdcxx", "path", _string(None, "a path to a libstdc++.so.6"), expect="for source = \"file\"")
+        file = (path.parent / file) if file else None
+    debian = {}
+    if source == "debian":
+        for key, pattern, expect in (
+            ("package", r"^[a-z0-9][a-z0-9+.-]+$", "a Debian package name"),
+            ("version", r"^[0-9][A-Za-z0-9.+~:-]*$", "an exact Debian version"),
+            ("suite", r"^[a-z]+$", "a Debian suite such as \"bullseye\""),
+            ("sha256", r"^[0-9a-f]{64}$", "the .deb's sha256 (64 hex digits)"),
+        ):
+            default = "libstdc++6" if key == "package" else ...
+            debian[key] = c.get(t, "libstdcxx", key, _string(re.compile(pattern), expect), default, expect=expect)
+    return RuntimeSpec(source or "none", vendor or "auto", compiler or "g++", file, **{k: v or "" for k, v in debian.items()})
+
+
+def _deps_spec(c: _Checker, data: dict, path: Path) -> DepsSpec | None:
+    t = c.table(data, "deps", ("vendor", "lock", "leave", "scripts", "environment_scripts"), required=False)
+    if not t:
+        return None
+    vendor = c.get(t, "deps", "vendor", _boolean, True)
+    lock = c.get(t, "deps", "lock", _string(re.compile(r"^[^/].*$"), "a file name next to the recipe"), f"{path.stem}.lock")
+    leave = c.get(t, "deps", "leave", _names, ())
+    scripts = c.get(t, "deps", "scripts", _script_map, {})
+    environment_scripts = c.get(t, "deps", "environment_scripts", _names, ())
+    return DepsSpec(bool(vendor), path.parent / (lock or f"{path.stem}.lock"), tuple(leave or ()), scripts or {}, tuple(environment_scripts or ()))
+

@@ -1,0 +1,186 @@
+"""Runs first in a retfwheel-built TensorFlow, before any TensorFlow native code loads.
+
+It makes the wheel's vendored C++ runtime and Python dependencies the ones this process uses, or
+explains exactly why it cannot. Python 3.6 syntax, standard library only: this file ships inside
+the produced wheel as tensorflow/_retf_bootstrap.py and is called from tensorflow/__init__.py with
+the build's settings.
+
+Environment switches: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 logs each decision and
+its time to stderr.
+"""
+
+import os
+import re
+import struct
+import sys
+import time
+
+_GLIBCXX = re.compile(rb"GLIBCXX_3\.4\.(\d+)\x00")
+_CACHE_MAGIC = b"glibc-ld.so.cache1.1"
+_DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+                 "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+SONAME = "libstdc++.so.6"
+
+
+class _Log(object):
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.start = time.perf_counter()
+
+    def __call__(self, message):
+        if self.enabled:
+            sys.stderr.write("retf-bootstrap [%6.2f ms] %s\n" % ((time.perf_counter() - self.start) * 1e3, message))
+
+
+def run(package_dir, config):
+    """Prepare this process for TensorFlow; raise ImportError when that cannot work."""
+    if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
+        return
+    log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
+    site = os.path.dirname(os.path.abspath(package_dir))
+    log("%s: bootstrap starts" % config["label"])
+    if config.get("libstdcxx"):
+        _prepare_runtime(os.path.join(site, config["libstdcxx"]), tuple(config["glibcxx_needed"]), config, log)
+    if config.get("deps"):
+        _prepare_dependencies(os.path.join(site, config["deps"]), config, log)
+    log("bootstrap done")
+
+
+# --- the C++ runtime ---------------------------------------------------------------------------
+
+def glibcxx_version(path):
+    """Newest GLIBCXX_3.4.N the library at ``path`` mentions, as a tuple, or None."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    found = [int(m.group(1)) for m in _GLIBCXX.finditer(data)]
+    return (3, 4, max(found)) if found else None
+
+
+def mapped_runtimes():
+    """Paths of every libstdc++ already mapped into this process."""
+    paths = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
+                if "/libstdc++.so" in path and path not in paths:
+                    paths.append(path)
+    except OSError:
+        pass
+    return paths
+
+
+def system_runtime():
+    """The libstdc++.so.6 the dynamic loader would pick: LD_LIBRARY_PATH, ld.so.cache, default dirs."""
+    for folder in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if folder and os.path.isfile(os.path.join(folder, SONAME)):
+            return os.path.join(folder, SONAME)
+    for path in _cache_entries(SONAME):
+        if _is_native_elf(path):
+            return path
+    for folder in _DEFAULT_DIRS:
+        path = os.path.join(folder, SONAME)
+        if _is_native_elf(path):
+            return path
+    return None
+
+
+def _cache_entries(soname):
+    try:
+        with open("/etc/ld.so.cache", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return []
+    base = data.find(_CACHE_MAGIC)
+    if base < 0:
+        return []
+    count = struct.unpack_from("<I", data, base + 20)[0]
+    entries = []
+    key = soname.encode()
+    for index in range(count):
+        _flags, name_at, path_at = struct.unpack_from("<iII", data, base + 48 + 24 * index)
+        if data[base + name_at:base + name_at + len(key) + 1] == key + b"\x00":
+            end = data.index(b"\x00", base + path_at)
+            entries.append(data[base + path_at:end].decode("utf-8", "replace"))
+    return entries
+
+
+def _is_native_elf(path):
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(5)
+    except OSError:
+        return False
+    return head[:4] == b"\x7fELF" and head[4] == (2 if sys.maxsize > 2 ** 32 else 1)
+
+
+def _text(version):
+    return "GLIBCXX_" + ".".join(str(p) for p in version) if version else "unknown version"
+
+
+def _prepare_runtime(vendored, needed, config, log):
+    vendored_real = os.path.realpath(vendored)
+    mapped = mapped_runtimes()
+    log("mapped libstdc++: %s" % (", ".join(mapped) or "none"))
+    for path in mapped:
+        if os.path.realpath(path) == vendored_real:
+            log("the vendored libstdc++ is already loaded")
+            return
+    if mapped:
+        version = glibcxx_version(mapped[0])
+        if version is not None and version >= needed:
+            log("loaded %s (%s) suffices; nothing to preload" % (mapped[0], _text(version)))
+            return
+        raise ImportError(
+            "%s needs a libstdc++ with %s, but %s (%s) was already loaded by an earlier import, and a process "
+            "can hold only one libstdc++.\n"
+            "Fix: import tensorflow before modules that load C++ extensions, or start Python with the "
+            "vendored runtime preloaded:\n    LD_PRELOAD=%s python ...\n"
+            "(RETF_BOOTSTRAP_DEBUG=1 shows what was found.)"
+            % (config["label"], _text(needed), mapped[0], _text(version), vendored))
+    system = system_runtime()
+    version = glibcxx_version(system) if system else None
+    log("system libstdc++: %s (%s)" % (system or "not found", _text(version)))
+    if version is not None and version >= needed:
+        log("system runtime suffices; the vendored one stays unused")
+        return
+    import ctypes
+    ctypes.CDLL(vendored, mode=ctypes.RTLD_GLOBAL)
+    log("preloaded %s (system has %s, needed %s)" % (vendored, _text(version), _text(needed)))
+
+
+# --- the vendored Python dependencies ----------------------------------------------------------
+
+def _prepare_dependencies(folder, config, log):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    for namespace in config.get("namespaces", ()):
+        module = sys.modules.get(namespace)
+        portion = os.path.join(folder, namespace)
+        path = getattr(module, "__path__", None)
+        if isinstance(path, list) and portion not in path:
+            path.insert(0, portion)  # a -nspkg.pth namespace made at start-up: our portion wins
+            log("namespace %s: vendored portion first" % namespace)
+    log("vendored packages first on sys.path: %s" % folder)
+    conflicts = []
+    for name, version in sorted(config.get("modules", {}).items()):
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None) if module is not None else None
+        if origin and not os.path.abspath(origin).startswith(folder + os.sep):
+            conflicts.append((name, version, getattr(module, "__version__", "unknown version"), origin))
+    if not conflicts:
+        return
+    lines = ["%s %s was already imported from %s, but %s needs its own %s %s"
+             % (name, theirs, os.path.dirname(origin), config["label"], name, ours)
+             for name, ours, theirs, origin in conflicts]
+    names = ", ".join(c[0] for c in conflicts)
+    fix = "Fix: import tensorflow before %s (make `import tensorflow` the first import)." % names
+    if config.get("conflicts", "error") == "warn":
+        import warnings
+        warnings.warn("; ".join(lines) + ". Mixing them may crash. " + fix, RuntimeWarning, stacklevel=4)
+        log("conflicts (warned): %s" % names)
+        return
+    raise ImportError("\n".join(lines) + "\n" + fix)
