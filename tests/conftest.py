@@ -73,6 +73,49 @@ def cli(tmp_path):
     return run
 
 
+BASE_RECIPE = """
+description = "test target"
+
+[target]
+python = "3.6"
+glibc = "{glibc}"
+glibcxx = "{glibcxx}"
+cxxabi = "1.3.12"
+gcc = "7.0.0"
+
+[output]
+name = "tensorflow"
+local_version = "{label}"
+extra_platform_tags = ["linux_x86_64"]
+"""
+
+
+@pytest.fixture
+def make_recipe(tmp_path):
+    """Write a recipe into the test's folder; ``extra`` is appended TOML."""
+
+    def make(name="test-py36", glibc="host", glibcxx="3.4.28", label="retf.test", extra=""):
+        folder = tmp_path / "recipes"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{name}.toml"
+        path.write_text(BASE_RECIPE.format(glibc=glibc, glibcxx=glibcxx, label=label) + extra)
+        return path
+
+    return make
+
+
+@pytest.fixture
+def recipe(make_recipe):
+    """This machine's glibc, Python 3.6, a bullseye-like libstdc++ (3.4.28); nothing vendored."""
+    return make_recipe()
+
+
+@pytest.fixture
+def old_recipe(make_recipe):
+    """An Ubuntu 18.04-like target: glibc 2.27, GLIBCXX_3.4.25."""
+    return make_recipe("old-py36", glibc="2.27", glibcxx="3.4.25", label="retf.old")
+
+
 @pytest.fixture
 def emulated():
     return RECIPES / "emulated-py36.toml"

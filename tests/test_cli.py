@@ -22,8 +22,8 @@ def assert_clean_failure(run, family, fragment, out_dir=None):
         assert not out_dir.exists() or os.listdir(out_dir) == []
 
 
-def test_inspect_human_output(cli, tf_wheel, bionic):
-    run = cli("inspect", tf_wheel(), "--recipe", bionic)
+def test_inspect_human_output(cli, tf_wheel, old_recipe):
+    run = cli("inspect", tf_wheel(), "--recipe", old_recipe)
     assert run.code == 0, run.err
     assert re.search(r"^tensorflow:\s+2\.6\.2$", run.out, re.M)
     assert "_GLIBCXX_USE_CXX11_ABI=0" in run.out
@@ -31,10 +31,10 @@ def test_inspect_human_output(cli, tf_wheel, bionic):
     assert "verdict: fine as is" in run.out and re.search(r"^retfwheel:\s+not processed$", run.out, re.M)
 
 
-def test_inspect_json_and_verdicts(cli, tmp_path, libs, bionic, emulated):
+def test_inspect_json_and_verdicts(cli, tmp_path, libs, old_recipe, recipe):
     files = tensorflow_files(libs.framework_old_abi, {"tensorflow/python/tc.so": libs.to_chars, "tensorflow/python/ng.so": libs.new_glibc})
     wheel = make_wheel(tmp_path, files)
-    data = json.loads(cli("inspect", wheel, "--recipe", bionic, "--json").out)
+    data = json.loads(cli("inspect", wheel, "--recipe", old_recipe, "--json").out)
     assert data["version"] == 1 and data["tensorflow_version"] == "2.6.2" and data["cxx11_abi"] == 0
     assert data["wheel"]["python"] == ["cp36"] and data["wheel"]["abi"] == ["cp36m"]
     assert data["wheel"]["requires_dist"] == ["numpy (~=1.19.2)", "six (~=1.15.0)"]
@@ -44,7 +44,7 @@ def test_inspect_json_and_verdicts(cli, tmp_path, libs, bionic, emulated):
     assert "GLIBCXX_3.4.25" in elves["tensorflow/python/tc.so"]["reasons"][0]
     assert elves["tensorflow/python/ng.so"]["verdict"] == "cannot_run"
     assert any("glibc has GLIBC_2.27" in r for r in elves["tensorflow/python/ng.so"]["reasons"])
-    emu = json.loads(cli("inspect", wheel, "--recipe", emulated, "--json").out)
+    emu = json.loads(cli("inspect", wheel, "--recipe", recipe, "--json").out)
     assert {e["path"]: e["verdict"] for e in emu["elf"]}["tensorflow/python/ng.so"] == "ok"
 
 
@@ -53,9 +53,9 @@ def test_inspect_new_abi_wheel(cli, tmp_path, libs):
     assert json.loads(cli("inspect", wheel, "--json").out)["cxx11_abi"] == 1
 
 
-def test_build_prints_output_path_last(cli, tf_wheel, emulated, tmp_path):
+def test_build_prints_output_path_last(cli, tf_wheel, recipe, tmp_path):
     out = tmp_path / "out"
-    run = cli("build", tf_wheel(), "--recipe", emulated, "--out-dir", out, "--report", tmp_path / "r.json")
+    run = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", out, "--report", tmp_path / "r.json")
     assert run.code == 0, run.err
     last = run.out.strip().splitlines()[-1]
     assert last == str(out / os.listdir(out)[0]) and last.endswith(".whl")
@@ -63,16 +63,16 @@ def test_build_prints_output_path_last(cli, tf_wheel, emulated, tmp_path):
     assert report["version"] == 1 and report["output"] == last and report["audit"]
 
 
-def test_dry_run_prints_plan_and_writes_nothing(cli, tf_wheel, emulated, tmp_path):
-    run = cli("build", tf_wheel(), "--recipe", emulated, "--out-dir", tmp_path / "out", "--dry-run")
+def test_dry_run_prints_plan_and_writes_nothing(cli, tf_wheel, recipe, tmp_path):
+    run = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", tmp_path / "out", "--dry-run")
     assert run.code == 0, run.err
-    assert "plan: tensorflow-2.6.2+retf.emu36-" in run.out and "dry run: nothing written" in run.out
+    assert "plan: tensorflow-2.6.2+retf.test-" in run.out and "dry run: nothing written" in run.out
     assert not (tmp_path / "out").exists()
 
 
-def test_already_processed_wheel_is_refused(cli, tf_wheel, emulated, tmp_path):
-    first = cli("build", tf_wheel(), "--recipe", emulated, "--out-dir", tmp_path / "one").out.strip().splitlines()[-1]
-    run = cli("build", first, "--recipe", emulated, "--out-dir", tmp_path / "two")
+def test_already_processed_wheel_is_refused(cli, tf_wheel, recipe, tmp_path):
+    first = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", tmp_path / "one").out.strip().splitlines()[-1]
+    run = cli("build", first, "--recipe", recipe, "--out-dir", tmp_path / "two")
     assert_clean_failure(run, "processed", "already produced by retfwheel", tmp_path / "two")
     assert "already processed" in cli("inspect", first).out
 
@@ -87,24 +87,24 @@ def _raw_zip(path, entries):
 
 
 @pytest.mark.parametrize("name, fragment", [("../evil.py", "escapes the install directory"), ("/etc/evil", "absolute path")])
-def test_unsafe_names_are_refused(cli, tmp_path, emulated, name, fragment):
+def test_unsafe_names_are_refused(cli, tmp_path, recipe, name, fragment):
     wheel = _raw_zip(tmp_path / "tensorflow_cpu-2.6.2-cp36-cp36m-linux_x86_64.whl", [(name, b"x", 0o100644)])
-    assert_clean_failure(cli("build", wheel, "--recipe", emulated, "--out-dir", tmp_path / "o"), "unsafe", fragment, tmp_path / "o")
+    assert_clean_failure(cli("build", wheel, "--recipe", recipe, "--out-dir", tmp_path / "o"), "unsafe", fragment, tmp_path / "o")
 
 
-def test_symlink_entry_is_refused(cli, tmp_path, emulated):
+def test_symlink_entry_is_refused(cli, tmp_path, recipe):
     wheel = _raw_zip(tmp_path / "tensorflow_cpu-2.6.2-cp36-cp36m-linux_x86_64.whl", [("tensorflow/link", b"/etc/passwd", stat.S_IFLNK | 0o777)])
     assert_clean_failure(cli("inspect", wheel), "unsafe", "symbolic link")
 
 
-def test_duplicate_names_are_refused(cli, tmp_path, emulated):
+def test_duplicate_names_are_refused(cli, tmp_path, recipe):
     path = tmp_path / "tensorflow_cpu-2.6.2-cp36-cp36m-linux_x86_64.whl"
     with pytest.warns(UserWarning):
         _raw_zip(path, [("tensorflow/a.py", b"1", 0o100644), ("tensorflow/a.py", b"2", 0o100644)])
-    assert_clean_failure(cli("build", path, "--recipe", emulated, "--out-dir", tmp_path / "o"), "unsafe", "appears twice", tmp_path / "o")
+    assert_clean_failure(cli("build", path, "--recipe", recipe, "--out-dir", tmp_path / "o"), "unsafe", "appears twice", tmp_path / "o")
 
 
-def test_empty_truncated_and_non_zip_files(cli, tmp_path, tf_wheel, emulated):
+def test_empty_truncated_and_non_zip_files(cli, tmp_path, tf_wheel, recipe):
     empty = tmp_path / "empty.whl"
     empty.write_bytes(b"")
     assert_clean_failure(cli("inspect", empty), "format", "file is empty")
@@ -114,16 +114,16 @@ def test_empty_truncated_and_non_zip_files(cli, tmp_path, tf_wheel, emulated):
     good = tf_wheel().read_bytes()
     cut = tmp_path / "tensorflow_cpu-2.6.2-cp36-cp36m-manylinux2010_x86_64.whl"
     cut.write_bytes(good[: len(good) // 2])
-    assert_clean_failure(cli("build", cut, "--recipe", emulated, "--out-dir", tmp_path / "o"), "format", "", tmp_path / "o")
+    assert_clean_failure(cli("build", cut, "--recipe", recipe, "--out-dir", tmp_path / "o"), "format", "", tmp_path / "o")
 
 
-def test_corrupt_member_data_is_caught(cli, tmp_path, tf_wheel, emulated):
+def test_corrupt_member_data_is_caught(cli, tmp_path, tf_wheel, recipe):
     data = bytearray(tf_wheel().read_bytes())
     index = data.index(b"tensorflow/python/ops/array_ops.py") + len(b"tensorflow/python/ops/array_ops.py")
     data[index + 2] ^= 0xFF  # inside the compressed bytes of the first member after its local header
     path = tmp_path / "tensorflow_cpu-2.6.2-cp36-cp36m-manylinux2010_x86_64.whl"
     path.write_bytes(bytes(data))
-    assert_clean_failure(cli("build", path, "--recipe", emulated, "--out-dir", tmp_path / "o"), "format", "array_ops.py", tmp_path / "o")
+    assert_clean_failure(cli("build", path, "--recipe", recipe, "--out-dir", tmp_path / "o"), "format", "array_ops.py", tmp_path / "o")
 
 
 def test_not_a_wheel_name(cli, tmp_path, tf_wheel):
@@ -133,35 +133,35 @@ def test_not_a_wheel_name(cli, tmp_path, tf_wheel):
     assert_clean_failure(cli("inspect", renamed), "format", "not a wheel file name")
 
 
-def test_record_hash_mismatch(cli, tmp_path, tf_wheel, emulated):
+def test_record_hash_mismatch(cli, tmp_path, tf_wheel, recipe):
     wheel = tf_wheel(tamper={"tensorflow/python/ops/array_ops.py": b"def identity(x):\n    return y\n"})
-    run = cli("build", wheel, "--recipe", emulated, "--out-dir", tmp_path / "o")
+    run = cli("build", wheel, "--recipe", recipe, "--out-dir", tmp_path / "o")
     assert_clean_failure(run, "record", "does not match its RECORD hash", tmp_path / "o")
 
 
-def test_file_missing_from_record(cli, tmp_path, tf_wheel, emulated):
+def test_file_missing_from_record(cli, tmp_path, tf_wheel, recipe):
     wheel = tf_wheel(omit_from_record=("tensorflow/python/ops/array_ops.py",))
     assert_clean_failure(cli("inspect", wheel), "record", "does not list 'tensorflow/python/ops/array_ops.py'")
 
 
-def test_not_tensorflow(cli, tmp_path, emulated):
+def test_not_tensorflow(cli, tmp_path, recipe):
     wheel = make_wheel(tmp_path, {"numpy/__init__.py": b""}, name="numpy", version="1.19.5")
-    assert_clean_failure(cli("build", wheel, "--recipe", emulated, "--out-dir", tmp_path / "o"), "target", "not a TensorFlow wheel", tmp_path / "o")
+    assert_clean_failure(cli("build", wheel, "--recipe", recipe, "--out-dir", tmp_path / "o"), "target", "not a TensorFlow wheel", tmp_path / "o")
 
 
-def test_other_python(cli, tmp_path, libs, emulated):
+def test_other_python(cli, tmp_path, libs, recipe):
     wheel = make_wheel(tmp_path, tensorflow_files(libs.framework_old_abi), tag="cp38-cp38-manylinux2010_x86_64")
-    run = cli("build", wheel, "--recipe", emulated, "--out-dir", tmp_path / "o")
+    run = cli("build", wheel, "--recipe", recipe, "--out-dir", tmp_path / "o")
     assert_clean_failure(run, "target", "built for cp38-cp38-manylinux2010_x86_64, but the recipe targets cp36-cp36m", tmp_path / "o")
 
 
-def test_native_code_too_new_for_the_target(cli, tmp_path, libs, bionic):
+def test_native_code_too_new_for_the_target(cli, tmp_path, libs, old_recipe):
     wheel = make_wheel(tmp_path, tensorflow_files(libs.framework_old_abi, {"tensorflow/python/ng.so": libs.new_glibc}))
-    run = cli("build", wheel, "--recipe", bionic, "--out-dir", tmp_path / "o")
-    assert_clean_failure(run, "target", "cannot run on ubuntu18.04-py36: needs GLIBC_2.36", tmp_path / "o")
+    run = cli("build", wheel, "--recipe", old_recipe, "--out-dir", tmp_path / "o")
+    assert_clean_failure(run, "target", "cannot run on old-py36: needs GLIBC_2.36", tmp_path / "o")
 
 
-def test_missing_input_file(cli, tmp_path, emulated):
+def test_missing_input_file(cli, tmp_path, recipe):
     assert_clean_failure(cli("inspect", tmp_path / "absent.whl"), "input", "no such file")
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import zipfile
 from dataclasses import dataclass
 
 from retfwheel.archive import read_content
-from retfwheel.elf import ElfInfo
+from retfwheel.elf import ElfInfo, format_version
+from retfwheel.injection import BEGIN, END
 from retfwheel.errors import AuditError, RetfError
-from retfwheel.plan import BuildPlan, CopyMember, NewMember
+from retfwheel.plan import BOOTSTRAP_MODULE, PACKAGE, BuildPlan, CopyMember, NewMember
 from retfwheel.policy import load_policies, violations
-from retfwheel.recipe import Recipe
+from retfwheel.recipe import Recipe, Target
 from retfwheel.record import hash_bytes
 from retfwheel.verdict import Fit, bundled_libraries, judge_elf
 from retfwheel.wheel import PROVENANCE_FILE, read_wheel
@@ -22,10 +25,12 @@ class AuditReport:
     checks: tuple[str, ...]  # what was checked and held, in order
 
 
-def audit_wheel(written: WrittenWheel, plan: BuildPlan, recipe: Recipe, elves: tuple[ElfInfo, ...]) -> AuditReport:
+def audit_wheel(written: WrittenWheel, plan: BuildPlan, recipe: Recipe, elves: tuple[ElfInfo, ...],
+                runtime: ElfInfo | None = None) -> AuditReport:
     """Check the wheel at ``written.path`` against its plan; raise AuditError on the first failure.
 
-    ``elves`` are the analyses of the ELF members, keyed by their output names.
+    ``elves`` are the analyses of every ELF member under its output name; ``runtime`` is the
+    vendored libstdc++ among them, if any.
     """
     try:
         wheel = read_wheel(written.path)
@@ -60,14 +65,67 @@ def audit_wheel(written: WrittenWheel, plan: BuildPlan, recipe: Recipe, elves: t
                   f"{sum(isinstance(m, NewMember) for m in plan.members)} new members match RECORD")
     _expect(wheel.provenance is not None, f"{PROVENANCE_FILE} is missing")
 
-    _audit_elves(elves, plan, recipe, checks)
+    elf_names = {e.path for e in elves}
+    _expect(elf_names <= set(names), "an analysed ELF file is missing from the archive")
+    target = _audit_runtime(elves, runtime, recipe, checks)
+    _audit_bootstrap(wheel, plan, checks)
+    _audit_elves(elves, plan, recipe, target, checks)
     return AuditReport(tuple(checks))
 
 
-def _audit_elves(elves: tuple[ElfInfo, ...], plan: BuildPlan, recipe: Recipe, checks: list[str]) -> None:
+def _audit_runtime(elves: tuple[ElfInfo, ...], runtime: ElfInfo | None, recipe: Recipe, checks: list[str]) -> Target:
+    """The target as the shipped ELF files see it: with the vendored libstdc++ when there is one."""
+    target = recipe.target
+    if runtime is None:
+        return target
+    provided = {f: runtime.newest_provided(f) for f in ("GLIBCXX", "CXXABI")}
+    for elf in elves:
+        if elf.path == runtime.path:
+            continue
+        for family, offer in provided.items():
+            need = elf.newest(family)
+            _expect(need is None or (offer is not None and need <= offer),
+                    f"{elf.path} needs {family}_{format_version(need or ())}, the vendored libstdc++ provides only "
+                    f"{family}_{format_version(offer or ())}")
+    glibc = runtime.newest("GLIBC")
+    _expect(glibc is None or glibc <= tuple(target.glibc),
+            f"the vendored libstdc++ needs GLIBC_{format_version(glibc or ())}, the target has {format_version(target.glibc)}")
+    checks.append(f"vendored libstdc++ provides GLIBCXX_{format_version(provided['GLIBCXX'] or ())} / "
+                  f"CXXABI_{format_version(provided['CXXABI'] or ())}, covering every ELF file, and needs only "
+                  f"GLIBC_{format_version(glibc or ())} (target: {format_version(target.glibc)})")
+    return dataclasses.replace(
+        target,
+        glibcxx=max(tuple(target.glibcxx), provided["GLIBCXX"] or ()),
+        cxxabi=max(tuple(target.cxxabi), provided["CXXABI"] or ()),
+    )
+
+
+def _audit_bootstrap(wheel, plan: BuildPlan, checks: list[str]) -> None:
+    init = wheel.archive.member(f"{PACKAGE}/__init__.py")
+    module = wheel.archive.member(BOOTSTRAP_MODULE.replace(".", "/") + ".py")
+    if module is None:
+        return
+    _expect(init is not None, f"{PACKAGE}/__init__.py is missing")
+    text = read_content(wheel.archive, init).decode("utf-8")
+    _expect(text.count(BEGIN) == 1 and text.count(END) == 1, f"{PACKAGE}/__init__.py lacks exactly one bootstrap block")
+    try:
+        tree = ast.parse(text)
+        ast.parse(read_content(wheel.archive, module).decode("utf-8"))
+    except SyntaxError as exc:
+        raise AuditError(f"audit failed: bootstrap code does not parse ({exc.msg}, line {exc.lineno})") from exc
+    first_import = next((n for n in tree.body if isinstance(n, ast.Import)
+                         or (isinstance(n, ast.ImportFrom) and n.module != "__future__")), None)
+    calls = [n for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+             and getattr(n.value.func, "id", "") == "_retf_bootstrap"]
+    _expect(bool(calls) and (first_import is None or calls[0].lineno < first_import.lineno),
+            "the bootstrap does not run before the package's first import")
+    checks.append(f"bootstrap block runs before any other import in {PACKAGE}/__init__.py")
+
+
+def _audit_elves(elves: tuple[ElfInfo, ...], plan: BuildPlan, recipe: Recipe, target: Target, checks: list[str]) -> None:
     bundled = bundled_libraries(elves)
     for elf in elves:
-        verdict = judge_elf(elf, recipe.target, bundled)
+        verdict = judge_elf(elf, target, bundled)
         _expect(verdict.fit is Fit.OK, f"{elf.path} {verdict.fit.value}: {'; '.join(verdict.reasons)}")
     arch = recipe.target.arch
     for policy in load_policies(arch):

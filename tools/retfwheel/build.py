@@ -1,9 +1,8 @@
-"""`retfwheel build`: read -> plan -> materialize -> write -> audit -> atomic rename."""
+"""`retfwheel build` and `lock`: read -> plan -> materialize -> seal -> write -> audit -> atomic rename."""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import shutil
 import tempfile
@@ -14,15 +13,24 @@ from typing import Callable
 from retfwheel import __version__
 from retfwheel.audit import AuditReport, audit_wheel
 from retfwheel.elf import ElfInfo
-from retfwheel.errors import OutputError
+from retfwheel.errors import InputFileError, OutputError, RecipeError
+from retfwheel.fetch import cache_root
 from retfwheel.inspection import Inspection, analyse
-from retfwheel.plan import BuildPlan, CopyMember, make_plan
+from retfwheel.interpreter import find_python, pip_venv
+from retfwheel.lock import Lock, check_lock, format_lock, read_lock, resolve_lock, vendored_requirements
+from retfwheel.materialize import materialize
+from retfwheel.plan import BuildPlan, CopyMember, make_plan, seal_plan
 from retfwheel.recipe import Recipe
+from retfwheel.record import file_sha256
 from retfwheel.scan import scan_wheel
 from retfwheel.wheel import read_wheel
 from retfwheel.writer import build_epoch, write_wheel
 
 Progress = Callable[[str], None]
+
+
+def _quiet(message: str) -> None:
+    pass
 
 
 @dataclass(frozen=True)
@@ -33,17 +41,22 @@ class BuildResult:
     audit: AuditReport | None
 
 
-def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, dry_run: bool = False,
-                progress: Progress = lambda message: None) -> BuildResult:
+def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path | None = None, dry_run: bool = False,
+                python: Path | None = None, progress: Progress = _quiet) -> BuildResult:
     """Rebuild ``input_path`` for ``recipe`` into ``out_dir``; nothing is left there on failure."""
     progress(f"reading {input_path.name}")
     wheel = read_wheel(input_path)
+    lock = _lock_for(wheel, recipe)
     progress(f"verifying {len(wheel.archive.members)} members against RECORD and analysing ELF files")
     scan = scan_wheel(wheel, verify=True)
     inspection = analyse(wheel, scan.elves, recipe)
-    plan = make_plan(inspection, recipe, file_sha256(input_path), __version__)
+    plan = make_plan(inspection, recipe, file_sha256(input_path), __version__, lock)
     if dry_run:
         return BuildResult(plan, inspection, None, None)
+    target_python = _target_python(recipe, lock, cache, python)
+    made = materialize(plan, recipe, _cache(cache), target_python, progress)
+    shipped = output_elves(plan, scan.elves) + made.elves
+    plan = seal_plan(plan, made.members, made.notes, shipped, recipe, input_path)
     epoch = build_epoch()
     out_dir = Path(out_dir)
     try:
@@ -53,15 +66,56 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, dry_run: boo
         raise OutputError(f"{out_dir}: cannot create the output ({exc.strerror or exc})") from exc
     try:
         progress(f"writing {plan.filename}")
-        written = write_wheel(plan, wheel.archive, staging / plan.filename, epoch)
+        written = write_wheel(plan, staging / plan.filename, epoch)
         progress("auditing the written wheel")
-        report = audit_wheel(written, plan, recipe, output_elves(plan, scan.elves))
+        report = audit_wheel(written, plan, recipe, shipped, made.runtime)
         final = out_dir / plan.filename
         os.chmod(written.path, 0o644)
         os.replace(written.path, final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return BuildResult(plan, inspection, final, report)
+
+
+def lock_wheel(input_path: Path, recipe: Recipe, cache: Path, python: Path | None, progress: Progress = _quiet) -> Lock:
+    """Resolve and write the recipe's lock file for ``input_path``."""
+    if recipe.deps is None or not recipe.deps.vendor:
+        raise RecipeError([f"{recipe.path}: has no [deps] section with vendor = true; nothing to lock"])
+    wheel = read_wheel(input_path)
+    interpreter = pip_venv(find_python(recipe.target.python, python), cache / "venvs" / f"python{recipe.target.python[0]}.{recipe.target.python[1]}")
+    lock = resolve_lock(wheel, recipe, interpreter, progress)
+    temporary = lock.path.with_name(f".{lock.path.name}.tmp")
+    try:
+        temporary.write_text(format_lock(lock))
+        os.replace(temporary, lock.path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise OutputError(f"{lock.path}: cannot write ({exc.strerror or exc})") from exc
+    return lock
+
+
+def _lock_for(wheel, recipe: Recipe) -> Lock | None:
+    if recipe.deps is None or not recipe.deps.vendor:
+        return None
+    lock = read_lock(recipe.deps.lock)
+    check_lock(lock, wheel, vendored_requirements(wheel, recipe.deps.leave))
+    return lock
+
+
+def _target_python(recipe: Recipe, lock: Lock | None, cache: Path | None, explicit: Path | None) -> Path | None:
+    """The target's interpreter (in a venv with a suitable pip), needed only to build locked sdists."""
+    if lock is None or not any(p.kind == "sdist" for p in lock.packages):
+        return None
+    try:
+        python = find_python(recipe.target.python, explicit)
+    except InputFileError:
+        return None  # fetch_locked says which sdist needed it, if any is not built yet
+    version = f"{recipe.target.python[0]}.{recipe.target.python[1]}"
+    return pip_venv(python, _cache(cache) / "venvs" / f"python{version}")
+
+
+def _cache(cache: Path | None) -> Path:
+    return cache_root(cache)
 
 
 def output_elves(plan: BuildPlan, input_elves: tuple[ElfInfo, ...]) -> tuple[ElfInfo, ...]:
@@ -72,11 +126,3 @@ def output_elves(plan: BuildPlan, input_elves: tuple[ElfInfo, ...]) -> tuple[Elf
         for m in plan.members
         if isinstance(m, CopyMember) and m.source.name in by_source
     )
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -11,11 +11,12 @@ from pathlib import Path
 import click
 
 from retfwheel import __version__
-from retfwheel.build import BuildResult, build_wheel
+from retfwheel.build import BuildResult, build_wheel, lock_wheel
 from retfwheel.elf import FAMILIES, format_version
 from retfwheel.errors import RetfError
 from retfwheel.fetch import cache_root, fetch_default_input
 from retfwheel.inspection import Inspection, inspect_wheel, inspection_json
+from retfwheel.plan import InjectBootstrap, VendorDependencies, VendorRuntime
 from retfwheel.recipe import load_recipe
 
 
@@ -97,15 +98,18 @@ def inspect(wheel: Path, recipe_path: Path | None, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), help="Write a JSON report.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
+@click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False),
+              help="Target interpreter for building locked sdists (default: $RETF_PYTHON36-style variable, pyenv, PATH).")
 @click.pass_obj
 def build(ctx: _Context, input_wheel: Path | None, recipe_path: Path, out_dir: Path, dry_run: bool,
-          report_path: Path | None, cache_dir: Path | None) -> None:
+          report_path: Path | None, cache_dir: Path | None, python: Path | None) -> None:
     """Rebuild INPUT_WHEEL (default: the recipe's [input]) for the recipe's target."""
     recipe = load_recipe(recipe_path)
     if input_wheel is None:
         ctx.progress(f"fetching {recipe.input_requirement} for {recipe.target.python_tag} (cached after the first time)")
         input_wheel = fetch_default_input(recipe, cache_root(cache_dir))
-    result = build_wheel(input_wheel, recipe, out_dir, dry_run=dry_run, progress=ctx.progress)
+    result = build_wheel(input_wheel, recipe, out_dir, cache=cache_root(cache_dir), dry_run=dry_run,
+                         python=python, progress=ctx.progress)
     _show_plan(result, dry_run)
     if report_path:
         report_path.write_text(json.dumps(_build_json(result), indent=2) + "\n")
@@ -114,19 +118,54 @@ def build(ctx: _Context, input_wheel: Path | None, recipe_path: Path, out_dir: P
         click.echo(str(result.output))
 
 
+@cli.command()
+@click.argument("input_wheel", required=False, type=click.Path(path_type=Path))
+@click.option("--recipe", "recipe_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="Target recipe (recipes/*.toml); the lock file goes next to it.")
+@click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False),
+              help="Target interpreter (default: $RETF_PYTHON36-style variable, pyenv, PATH).")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
+@click.pass_obj
+def lock(ctx: _Context, input_wheel: Path | None, recipe_path: Path, python: Path | None, cache_dir: Path | None) -> None:
+    """Pin INPUT_WHEEL's requirement closure (hash-pinned) for the recipe's target."""
+    recipe = load_recipe(recipe_path)
+    cache = cache_root(cache_dir)
+    if input_wheel is None:
+        input_wheel = fetch_default_input(recipe, cache)
+    written = lock_wheel(input_wheel, recipe, cache, python, progress=ctx.progress)
+    click.echo(f"locked {len(written.packages)} packages "
+               f"({sum(p.kind == 'sdist' for p in written.packages)} from sdists) for {recipe.name}")
+    click.echo(str(written.path))
+
+
 def _show_plan(result: BuildResult, dry_run: bool) -> None:
     plan = result.plan
     click.echo(f"{'plan' if dry_run else 'built'}: {plan.filename}")
     click.echo(f"  from {plan.input_filename} (sha256 {plan.input_sha256[:16]}...) with recipe {plan.recipe_name}")
     for change in plan.changes:
         click.echo(f"  - {change}")
+    for step in plan.steps:
+        click.echo(f"  - step: {_describe_step(step)}")
     copied = sum(1 for m in plan.members if m.__class__.__name__ == "CopyMember")
     click.echo(f"  members: {copied} copied unchanged, {len(plan.members) - copied} new or rewritten, plus RECORD")
     if result.audit:
         for check in result.audit.checks:
             click.echo(f"  audit ok: {check}")
     if dry_run:
+        if plan.steps:
+            click.echo("  (platform tags may change once the steps have run: every shipped ELF file counts)")
         click.echo("dry run: nothing written")
+
+
+def _describe_step(step) -> str:
+    if isinstance(step, VendorRuntime):
+        return f"vendor libstdc++.so.6 from {step.spec.source} as {step.dest} ({step.reason})"
+    if isinstance(step, VendorDependencies):
+        kinds = sum(p.kind == "sdist" for p in step.lock.packages)
+        return f"vendor {len(step.lock.packages)} locked distributions ({kinds} built from sdists) into {step.dest}/"
+    if isinstance(step, InjectBootstrap):
+        return f"inject the bootstrap into {step.init_name}; conflicts: {step.conflicts}"
+    return repr(step)
 
 
 def _build_json(result: BuildResult) -> dict:

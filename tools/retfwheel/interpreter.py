@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from retfwheel.errors import InputFileError
+from retfwheel.errors import FetchError, InputFileError
 
 
 def env_variable(version: tuple[int, int]) -> str:
@@ -64,3 +64,28 @@ def _reports(path: Path, version: tuple[int, int]) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0 and result.stdout.strip() == f"{version[0]}.{version[1]}"
+
+
+# pip 18.1, which a Python 3.6 venv starts with, cannot see manylinux2010 wheels; pip 22 dropped 3.6.
+# wheel: legacy setup.py sdists (clang 5.0, termcolor 1.1.0) build only with it installed.
+VENV_TOOLS = ("pip<22", "wheel<0.38")
+
+
+def pip_venv(python: Path, folder: Path) -> Path:
+    """A venv of ``python`` at ``folder`` whose pip understands manylinux2010/2014; made once."""
+    executable = folder / "bin" / "python"
+    marker = folder / ".retfwheel-ready"
+    if executable.exists() and marker.exists() and marker.read_text() == " ".join(VENV_TOOLS):
+        return executable
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    for command in (
+        [str(python), "-m", "venv", str(folder)],
+        [str(executable), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-U", *VENV_TOOLS],
+    ):
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise FetchError(f"preparing a Python venv at {folder} failed: {tail[0]}")
+    marker.write_text(" ".join(VENV_TOOLS))
+    return executable

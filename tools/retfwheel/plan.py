@@ -1,38 +1,49 @@
-"""Planning a build (pure): every output member, the output name and tags, and what changed.
+"""Planning a build (pure): every output member, the steps that produce the rest, names and tags.
 
 All validation of the input against the recipe happens here, before anything is fetched,
-compiled or written; `--dry-run` prints the resulting plan.
+compiled or written; `--dry-run` prints the resulting plan. Steps (vendoring the C++ runtime and
+the Python dependencies, the bootstrap) are carried out by `materialize`; `seal_plan` then
+recomputes what depends on their results (platform tags, file name, WHEEL, provenance).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
+from packaging.requirements import Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from retfwheel.archive import Member
-from retfwheel.elf import format_version
+from retfwheel.archive import Archive, Member, read_content
+from retfwheel.elf import ElfInfo, format_version
 from retfwheel.errors import AlreadyProcessedError, TargetMismatchError
 from retfwheel.inspection import Inspection, require_tensorflow
+from retfwheel.lock import Lock, vendored_requirements
 from retfwheel.metadata import rewrite_headers
-from retfwheel.policy import installable_platforms, load_policies
-from retfwheel.recipe import Recipe, Target
-from retfwheel.verdict import Fit
+from retfwheel.policy import installable_platforms, load_policies, lowest_policy
+from retfwheel.recipe import Recipe, RuntimeSpec, Target
+from retfwheel.verdict import Fit, bundled_libraries
 from retfwheel.wheel import PROVENANCE_FILE, WheelInfo
 
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+PACKAGE = "tensorflow"
+BOOTSTRAP_MODULE = f"{PACKAGE}._retf_bootstrap"
+SCRIPTS_MODULE = f"{PACKAGE}._retf_scripts"
+RUNTIME_DIR = f"{PACKAGE}.libs"  # auditwheel's <package>.libs convention
+DEPS_DIR = f"{PACKAGE}.deps"
 
 
 @dataclass(frozen=True)
 class CopyMember:
-    """An input member written unchanged (its compressed bytes copied), possibly renamed."""
+    """A member of an existing wheel written unchanged (its compressed bytes copied), maybe renamed."""
 
     name: str
     source: Member
     hash: str  # the RECORD hash the read stage verified against the member's bytes
+    archive: Archive
 
     @property
     def executable(self) -> bool:
@@ -41,7 +52,7 @@ class CopyMember:
 
 @dataclass(frozen=True)
 class NewMember:
-    """A member whose bytes the plan itself produces."""
+    """A member whose bytes the build produces."""
 
     name: str
     data: bytes
@@ -49,87 +60,182 @@ class NewMember:
 
 
 @dataclass(frozen=True)
+class VendorRuntime:
+    """Ship a libstdc++.so.6 (unrenamed: one copy per process) in RUNTIME_DIR."""
+
+    spec: RuntimeSpec
+    needed: tuple[int, ...]  # newest GLIBCXX any ELF of the input needs
+    reason: str
+
+    @property
+    def dest(self) -> str:
+        return f"{RUNTIME_DIR}/libstdc++.so.6"
+
+
+@dataclass(frozen=True)
+class VendorDependencies:
+    """Unpack the locked wheels into DEPS_DIR and drop them from Requires-Dist."""
+
+    lock: Lock
+    dest: str
+
+
+@dataclass(frozen=True)
+class InjectBootstrap:
+    """Patch tensorflow/__init__.py to call the bootstrap first; route console scripts through it."""
+
+    init_name: str
+    init_source: bytes
+    entry_points_name: str | None
+    entry_points_source: bytes | None
+    conflicts: str
+    scripts: dict[str, str]  # vendored console script -> published name
+    environment_scripts: tuple[str, ...]  # never claimed: the target environment owns them
+
+
+@dataclass(frozen=True)
 class BuildPlan:
     input_filename: str
     input_sha256: str
+    input_name: str
+    input_version: str
+    tensorflow_version: str
     recipe_name: str
-    filename: str
+    recipe_sha256: str
+    tool_version: str
     name: str
     version: str
-    tags: tuple[str, ...]
-    platforms: tuple[str, ...]
     dist_info: str
+    python_tags: tuple[tuple[str, str], ...]
+    platforms: tuple[str, ...]
+    tags: tuple[str, ...]
+    filename: str
     members: tuple[CopyMember | NewMember, ...]  # everything but RECORD, in no particular order
+    steps: tuple[object, ...]
     changes: tuple[str, ...]
+    source_wheel_file: bytes
 
     @property
     def record_path(self) -> str:
         return f"{self.dist_info}/RECORD"
 
+    @property
+    def sealed(self) -> bool:
+        return not self.steps
 
-def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_version: str) -> BuildPlan:
+
+def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_version: str, lock: Lock | None = None) -> BuildPlan:
     """Decide the whole output of `retfwheel build` from the read stage's results."""
     wheel = inspection.wheel
     if inspection.processed is not None:
         raise AlreadyProcessedError(f"{wheel.path}: already produced by retfwheel ({wheel.dist_info}/{PROVENANCE_FILE})")
     tf_version = require_tensorflow(inspection)
     python_tags = _python_tags(wheel, recipe.target)
-    _check_runs_on_target(inspection, recipe)
-    platforms = _platform_tags(inspection, recipe)
-    tags = tuple(f"{interp}-{abi}-{plat}" for interp, abi in python_tags for plat in platforms)
+    runtime = _runtime_step(inspection, recipe)
+    platforms = _platform_tags(inspection.elves, inspection.wheel.path, recipe, _bundled_runtime(runtime))
 
     name = recipe.output.name
     version = _output_version(wheel.version, recipe.output.local_version)
     stem = f"{canonicalize_name(name).replace('-', '_')}-{version}"
     dist_info = f"{stem}.dist-info"
-    filename = "-".join(
-        [
-            canonicalize_name(name).replace("-", "_"),
-            str(version),
-            ".".join(sorted({i for i, _ in python_tags})),
-            ".".join(sorted({a for _, a in python_tags})),
-            ".".join(platforms),
-        ]
-    ) + ".whl"
-
     renames = {f"{wheel.dist_info}/": f"{dist_info}/", f"{wheel.data_dir}/": f"{stem}.data/"}
-    metadata = rewrite_headers(wheel.metadata, {"Name": name, "Version": str(version)})
-    wheel_file = rewrite_headers(
-        wheel.wheel_file,
-        {"Generator": f"retfwheel {tool_version}"},
-        drop={"Tag", "Build"},
-        append=[("Tag", t) for t in tags],
-    )
+
+    steps: list[object] = [runtime] if runtime else []
+    drop_requirements: set[str] = set()
+    if recipe.deps and recipe.deps.vendor:
+        if lock is None:
+            raise TargetMismatchError(f"{recipe.path}: [deps] vendor = true needs a lock file ({recipe.deps.lock})")
+        steps.append(VendorDependencies(lock, DEPS_DIR))
+        drop_requirements = {str(canonicalize_name(r.name)) for r in vendored_requirements(wheel, recipe.deps.leave)}
+    entry_points = f"{wheel.dist_info}/entry_points.txt"
+    init_name = f"{PACKAGE}/__init__.py"
+    patched: set[str] = set()
+    if steps:
+        init = wheel.archive.member(init_name)
+        ep = wheel.archive.member(entry_points)
+        steps.append(
+            InjectBootstrap(
+                init_name,
+                read_content(wheel.archive, init),
+                _rename(entry_points, renames) if ep else None,
+                read_content(wheel.archive, ep) if ep else None,
+                recipe.conflicts,
+                dict(recipe.deps.scripts or {}) if recipe.deps else {},
+                recipe.deps.environment_scripts if recipe.deps else (),
+            )
+        )
+        patched = {init_name, entry_points}
+
+    metadata = _rewrite_metadata(wheel, name, str(version), drop_requirements)
     changes = [
         f"distribution {wheel.metadata_name} {wheel.version} -> {name} {version}",
-        f"tags {', '.join(sorted(str(t) for t in wheel.tags))} -> {', '.join(tags)}",
         f"{wheel.dist_info} -> {dist_info} (METADATA Name/Version and WHEEL Generator/Tag rewritten)",
     ]
+    if drop_requirements:
+        changes.append(f"Requires-Dist: removed the {len(drop_requirements)} vendored requirements")
     members: list[CopyMember | NewMember] = []
-    replaced = {f"{wheel.dist_info}/{leaf}" for leaf in ("METADATA", "WHEEL", "RECORD", *_SIGNATURES)}
+    replaced = {f"{wheel.dist_info}/{leaf}" for leaf in ("METADATA", "WHEEL", "RECORD", *_SIGNATURES)} | patched
     for member in wheel.archive.members:
-        if member.name in replaced:
-            continue
-        members.append(CopyMember(_rename(member.name, renames), member, wheel.record[member.name].hash))
+        if member.name not in replaced:
+            members.append(CopyMember(_rename(member.name, renames), member, wheel.record[member.name].hash, wheel.archive))
     if any(wheel.archive.member(f"{wheel.dist_info}/{s}") for s in _SIGNATURES):
         changes.append("dropped the RECORD signature (it cannot cover the rewritten RECORD)")
     members.append(NewMember(f"{dist_info}/METADATA", metadata))
-    members.append(NewMember(f"{dist_info}/WHEEL", wheel_file))
-    provenance = _provenance(wheel, recipe, input_sha256, tool_version, name, str(version), tags, tf_version, changes)
-    members.append(NewMember(f"{dist_info}/{PROVENANCE_FILE}", provenance))
-    return BuildPlan(
+    plan = BuildPlan(
         input_filename=wheel.filename,
         input_sha256=input_sha256,
+        input_name=wheel.metadata_name,
+        input_version=str(wheel.version),
+        tensorflow_version=tf_version,
         recipe_name=recipe.name,
-        filename=filename,
+        recipe_sha256=recipe.sha256,
+        tool_version=tool_version,
         name=name,
         version=str(version),
-        tags=tags,
-        platforms=platforms,
         dist_info=dist_info,
+        python_tags=tuple(python_tags),
+        platforms=platforms,
+        tags=(),
+        filename="",
         members=tuple(members),
+        steps=tuple(steps),
         changes=tuple(changes),
+        source_wheel_file=wheel.wheel_file,
     )
+    return _with_tags(plan, platforms)
+
+
+def seal_plan(plan: BuildPlan, produced: tuple[CopyMember | NewMember, ...], notes: tuple[str, ...],
+              elves: tuple[ElfInfo, ...], recipe: Recipe, inspection_path) -> BuildPlan:
+    """The final plan once the steps have produced their members: tags from every ELF file shipped."""
+    platforms = _platform_tags(elves, inspection_path, recipe, frozenset())
+    sealed = dataclasses.replace(plan, members=plan.members + tuple(produced), steps=(), changes=plan.changes + notes)
+    return _with_tags(sealed, platforms)
+
+
+def _with_tags(plan: BuildPlan, platforms: tuple[str, ...]) -> BuildPlan:
+    tags = tuple(f"{interp}-{abi}-{plat}" for interp, abi in plan.python_tags for plat in platforms)
+    filename = "-".join(
+        [
+            canonicalize_name(plan.name).replace("-", "_"),
+            plan.version,
+            ".".join(sorted({i for i, _ in plan.python_tags})),
+            ".".join(sorted({a for _, a in plan.python_tags})),
+            ".".join(platforms),
+        ]
+    ) + ".whl"
+    wheel_file = rewrite_headers(
+        plan.source_wheel_file,
+        {"Generator": f"retfwheel {plan.tool_version}"},
+        drop={"Tag", "Build"},
+        append=[("Tag", t) for t in tags],
+    )
+    changes = tuple(c for c in plan.changes if not c.startswith("tags ")) + (f"tags -> {', '.join(tags)}",)
+    fixed = dataclasses.replace(plan, platforms=platforms, tags=tags, filename=filename, changes=changes)
+    keep = [m for m in plan.members if m.name not in (f"{plan.dist_info}/WHEEL", f"{plan.dist_info}/{PROVENANCE_FILE}")]
+    keep.append(NewMember(f"{plan.dist_info}/WHEEL", wheel_file))
+    keep.append(NewMember(f"{plan.dist_info}/{PROVENANCE_FILE}", _provenance(fixed)))
+    return dataclasses.replace(fixed, members=tuple(keep))
 
 
 def target_tags(target: Target) -> set[Tag]:
@@ -152,7 +258,9 @@ def _python_tags(wheel: WheelInfo, target: Target) -> list[tuple[str, str]]:
     return sorted({(t.interpreter, t.abi) for t in usable})
 
 
-def _check_runs_on_target(inspection: Inspection, recipe: Recipe) -> None:
+def _runtime_step(inspection: Inspection, recipe: Recipe) -> VendorRuntime | None:
+    """Whether (and why) the C++ runtime is vendored; refuses native code the target cannot load."""
+    needs_runtime = []
     for verdict in inspection.verdicts or ():
         if verdict.fit is Fit.CANNOT_RUN:
             raise TargetMismatchError(
@@ -160,23 +268,38 @@ def _check_runs_on_target(inspection: Inspection, recipe: Recipe) -> None:
                 hint="this wheel needs a newer system than the recipe's target; rebuild TensorFlow on an older toolchain",
             )
         if verdict.fit is Fit.NEEDS_LIBSTDCXX:
-            raise TargetMismatchError(
-                f"{inspection.wheel.path}: {verdict.path} {'; '.join(verdict.reasons)}, and {recipe.name} vendors no libstdc++",
-                hint="use a recipe that vendors a newer libstdc++ for this target",
-            )
+            needs_runtime.append(verdict)
+    needed = max((e.newest("GLIBCXX") or (3, 4)) for e in inspection.elves) if inspection.elves else (3, 4)
+    spec = recipe.runtime
+    if needs_runtime and spec.source == "none":
+        first = needs_runtime[0]
+        raise TargetMismatchError(
+            f"{inspection.wheel.path}: {first.path} {'; '.join(first.reasons)}, and {recipe.name} vendors no libstdc++",
+            hint="set [libstdcxx] source in the recipe (toolchain, file or debian)",
+        )
+    if spec.source == "none":
+        return None
+    if needs_runtime:
+        return VendorRuntime(spec, needed, f"{len(needs_runtime)} ELF files need more than the target's libstdc++ ({needs_runtime[0].reasons[0]})")
+    if spec.vendor == "always":
+        return VendorRuntime(spec, needed, "the recipe vendors it always (for extensions built with a newer GCC)")
+    return None
 
 
-def _platform_tags(inspection: Inspection, recipe: Recipe) -> tuple[str, ...]:
+def _bundled_runtime(runtime: VendorRuntime | None) -> frozenset[str]:
+    return frozenset({"libstdc++.so.6"}) if runtime else frozenset()
+
+
+def _platform_tags(elves: tuple[ElfInfo, ...], where, recipe: Recipe, extra_bundled: frozenset[str]) -> tuple[str, ...]:
     target = recipe.target
     if recipe.output.platform == "auto":
-        policy = inspection.policy
+        policy = lowest_policy(elves, bundled_libraries(elves) | extra_bundled, target.arch)
         if policy is None:
             chosen: tuple[str, ...] = (f"linux_{target.arch}",)
         else:
             if policy.glibc > tuple(target.glibc[:2]):
                 raise TargetMismatchError(
-                    f"{inspection.wheel.path}: its native code needs {policy.name}, newer than the target's glibc "
-                    f"{format_version(target.glibc)}"
+                    f"{where}: its native code needs {policy.name}, newer than the target's glibc {format_version(target.glibc)}"
                 )
             chosen = tuple(sorted(policy.tags(target.arch), key=lambda t: (not t.startswith("manylinux_"), t)))
     else:
@@ -186,6 +309,14 @@ def _platform_tags(inspection: Inspection, recipe: Recipe) -> tuple[str, ...]:
             raise TargetMismatchError(f"{recipe.path}: [output] platform '{chosen[0]}' is not a {target.arch} platform tag")
     extra = tuple(t for t in recipe.output.extra_platform_tags if t not in chosen)
     return chosen + extra
+
+
+def _rewrite_metadata(wheel: WheelInfo, name: str, version: str, drop_requirements: set[str]) -> bytes:
+    metadata = rewrite_headers(wheel.metadata, {"Name": name, "Version": version})
+    if not drop_requirements:
+        return metadata
+    keep = [r for r in wheel.requires_dist if str(canonicalize_name(Requirement(r).name)) not in drop_requirements]
+    return rewrite_headers(metadata, {}, drop={"Requires-Dist"}, append=[("Requires-Dist", r) for r in keep])
 
 
 def _output_version(version: Version, label: str) -> Version:
@@ -200,19 +331,19 @@ def _rename(name: str, renames: dict[str, str]) -> str:
     return name
 
 
-def _provenance(wheel, recipe, input_sha256, tool_version, name, version, tags, tf_version, changes) -> bytes:
+def _provenance(plan: BuildPlan) -> bytes:
     document = {
         "tool": "retfwheel",
-        "tool_version": tool_version,
-        "recipe": {"name": recipe.name, "sha256": recipe.sha256},
+        "tool_version": plan.tool_version,
+        "recipe": {"name": plan.recipe_name, "sha256": plan.recipe_sha256},
         "input": {
-            "filename": wheel.filename,
-            "sha256": input_sha256,
-            "name": wheel.metadata_name,
-            "version": str(wheel.version),
-            "tensorflow_version": tf_version,
+            "filename": plan.input_filename,
+            "sha256": plan.input_sha256,
+            "name": plan.input_name,
+            "version": plan.input_version,
+            "tensorflow_version": plan.tensorflow_version,
         },
-        "output": {"name": name, "version": version, "tags": list(tags)},
-        "changes": list(changes),
+        "output": {"name": plan.name, "version": plan.version, "tags": list(plan.tags)},
+        "changes": list(plan.changes),
     }
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8")

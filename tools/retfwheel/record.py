@@ -70,5 +70,14 @@ def format_record(entries: list[RecordEntry], record_path: str) -> bytes:
     return out.getvalue().encode("utf-8")
 
 
+def file_sha256(path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def new_hasher(algorithm: str):
     return hashlib.new(algorithm)

@@ -52,17 +52,20 @@ def member_order(name: str, dist_info: str) -> tuple[int, str]:
     return (1 if name.startswith(f"{dist_info}/") else 0, name)
 
 
-def write_wheel(plan: BuildPlan, source: Archive, dest: Path, epoch: int) -> WrittenWheel:
+def write_wheel(plan: BuildPlan, dest: Path, epoch: int) -> WrittenWheel:
     """Write ``plan`` to ``dest`` (which must not be the final name; the caller renames)."""
     members = sorted(plan.members, key=lambda m: member_order(m.name, plan.dist_info))
     date_time = _dos_time(epoch)
     central: list[bytes] = []
     record: list[RecordEntry] = []
+    sources: dict[Path, BinaryIO] = {}
     try:
-        with open(dest, "wb") as out, open_archive_file(source) as src:
+        with open(dest, "wb") as out:
             for member in members:
                 if isinstance(member, CopyMember):
-                    entry = _copy(out, src, source, member, date_time, central)
+                    if member.archive.path not in sources:
+                        sources[member.archive.path] = open_archive_file(member.archive)
+                    entry = _copy(out, sources[member.archive.path], member.archive, member, date_time, central)
                 else:
                     entry = _add(out, member.name, member.data, member.executable, date_time, central)
                 record.append(entry)
@@ -73,6 +76,9 @@ def write_wheel(plan: BuildPlan, source: Archive, dest: Path, epoch: int) -> Wri
             os.fsync(out.fileno())
     except OSError as exc:
         raise OutputError(f"{dest}: cannot write ({exc.strerror or exc})") from exc
+    finally:
+        for handle in sources.values():
+            handle.close()
     return WrittenWheel(dest, tuple(record), epoch)
 
 

