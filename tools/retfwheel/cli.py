@@ -13,11 +13,12 @@ import click
 from retfwheel import __version__
 from retfwheel.build import BuildResult, build_wheel, lock_wheel
 from retfwheel.elf import FAMILIES, format_version
-from retfwheel.errors import RetfError
+from retfwheel.errors import RetfError, VerificationFailed
 from retfwheel.fetch import cache_root, fetch_default_input
 from retfwheel.inspection import Inspection, inspect_wheel, inspection_json
 from retfwheel.plan import InjectBootstrap, VendorDependencies, VendorRuntime
 from retfwheel.recipe import load_recipe
+from retfwheel.verify import verify_wheel
 
 
 class _Context:
@@ -136,6 +137,39 @@ def lock(ctx: _Context, input_wheel: Path | None, recipe_path: Path, python: Pat
     click.echo(f"locked {len(written.packages)} packages "
                f"({sum(p.kind == 'sdist' for p in written.packages)} from sdists) for {recipe.name}")
     click.echo(str(written.path))
+
+
+@cli.command()
+@click.argument("wheel", type=click.Path(path_type=Path))
+@_recipe_option
+@click.option("--script", "scripts", multiple=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="A program to run in the environment after installing (repeatable); it must exit 0.")
+@click.option("--keep-env", type=click.Path(path_type=Path, file_okay=False), help="Keep the environment copy here.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False), help="Target interpreter.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
+@click.pass_obj
+def verify(ctx: _Context, wheel: Path, recipe_path: Path | None, scripts: tuple[Path, ...], keep_env: Path | None,
+           as_json: bool, python: Path | None, cache_dir: Path | None) -> None:
+    """Install WHEEL into a fresh copy of the recipe's old environment and prove it works there."""
+    if recipe_path is None:
+        raise click.UsageError("--recipe is required")
+    recipe = load_recipe(recipe_path)
+    result = verify_wheel(wheel, recipe, cache_root(cache_dir), scripts=scripts, keep=keep_env, python=python,
+                          progress=ctx.progress)
+    if as_json:
+        click.echo(json.dumps({"version": 1, "wheel": str(result.wheel), "recipe": result.recipe, "passed": result.passed,
+                               "checks": [vars(c) for c in result.checks]}, indent=2))
+    else:
+        width = max(len(c.name) for c in result.checks)
+        click.echo(f"verify {result.wheel.name} in {result.recipe}:")
+        for check in result.checks:
+            click.echo(f"  {check.status:<4}  {check.name:<{width}}  {check.detail}")
+        if result.environment:
+            click.echo(f"environment kept at {result.environment}")
+    failed = [c.name for c in result.checks if c.status == "FAIL"]
+    if failed:
+        raise VerificationFailed(f"{wheel}: {len(failed)} of {len(result.checks)} checks failed: {', '.join(failed)}")
 
 
 def _show_plan(result: BuildResult, dry_run: bool) -> None:

@@ -95,3 +95,17 @@ class OutputError(RetfError):
 
     exit_code = 12
     hint = "check that the output directory is writable and has space"
+
+
+class EmulationError(RetfError):
+    """The old environment cannot be emulated on this machine."""
+
+    exit_code = 13
+    hint = "run as root (unshare -m) or allow user namespaces (unshare -Urm), or verify in the docker/ image"
+
+
+class VerificationFailed(RetfError):
+    """`retfwheel verify` ran and at least one check failed."""
+
+    exit_code = 14
+    hint = "the table above names each failing check and what it saw"

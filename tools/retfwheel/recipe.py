@@ -84,6 +84,15 @@ class DepsSpec:
 
 
 @dataclass(frozen=True)
+class EnvironmentSpec:
+    """The old user environment a produced wheel is verified in ([environment])."""
+
+    packages: tuple[str, ...]  # pip requirements of the environment, e.g. ("tensorflow==1.15.5",)
+    system_libstdcxx: RuntimeSpec | None  # the target system's own (old) libstdc++, a pinned Debian package
+    docker: str | None  # docker/<name>/ image that reproduces the environment
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str
     path: Path
@@ -95,6 +104,7 @@ class Recipe:
     runtime: RuntimeSpec = RuntimeSpec("none", "auto")
     deps: DepsSpec | None = None
     conflicts: str = "error"  # [bootstrap] conflicts: a vendored module already imported elsewhere
+    environment: EnvironmentSpec | None = None
 
 
 def load_recipe(path: Path) -> Recipe:
@@ -224,7 +234,7 @@ def _tag_list(value: Any) -> tuple[str, ...]:
 def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
     c = _Checker(path)
-    c.unknown(data, ("description", "target", "input", "output", "libstdcxx", "deps", "bootstrap"), "top level:")
+    c.unknown(data, ("description", "target", "input", "output", "libstdcxx", "deps", "bootstrap", "environment"), "top level:")
     t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
     python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
     implementation = c.get(t, "target", "implementation", _string(re.compile(r"^cp$"), '"cp" (CPython)'), "cp")
@@ -249,6 +259,7 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     deps = _deps_spec(c, data, path)
     b = c.table(data, "bootstrap", ("conflicts",), required=False)
     conflicts = c.get(b, "bootstrap", "conflicts", _choice("error", "warn"), "error")
+    environment = _environment_spec(c, data)
 
     if c.problems:
         raise RecipeError(c.problems)
@@ -263,6 +274,7 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         runtime=runtime,
         deps=deps,
         conflicts=conflicts,
+        environment=environment,
     )
 
 
@@ -288,6 +300,14 @@ def _script_map(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+_DEBIAN_KEYS = (
+    ("package", r"^[a-z0-9][a-z0-9+.-]+$", "a Debian package name"),
+    ("version", r"^[0-9][A-Za-z0-9.+~:-]*$", "an exact Debian version"),
+    ("suite", r"^[a-z]+$", "a Debian suite such as \"bullseye\""),
+    ("sha256", r"^[0-9a-f]{64}$", "the .deb's sha256 (64 hex digits)"),
+)
+
+
 def _runtime_spec(c: _Checker, data: dict, path: Path) -> RuntimeSpec:
     t = c.table(data, "libstdcxx", ("source", "vendor", "compiler", "path", "package", "version", "suite", "sha256"), required=False)
     source = c.get(t, "libstdcxx", "source", _choice("none", "toolchain", "file", "debian"), "none")
@@ -299,15 +319,42 @@ def _runtime_spec(c: _Checker, data: dict, path: Path) -> RuntimeSpec:
         file = (path.parent / file) if file else None
     debian = {}
     if source == "debian":
-        for key, pattern, expect in (
-            ("package", r"^[a-z0-9][a-z0-9+.-]+$", "a Debian package name"),
-            ("version", r"^[0-9][A-Za-z0-9.+~:-]*$", "an exact Debian version"),
-            ("suite", r"^[a-z]+$", "a Debian suite such as \"bullseye\""),
-            ("sha256", r"^[0-9a-f]{64}$", "the .deb's sha256 (64 hex digits)"),
-        ):
+        for key, pattern, expect in _DEBIAN_KEYS:
             default = "libstdc++6" if key == "package" else ...
             debian[key] = c.get(t, "libstdcxx", key, _string(re.compile(pattern), expect), default, expect=expect)
     return RuntimeSpec(source or "none", vendor or "auto", compiler or "g++", file, **{k: v or "" for k, v in debian.items()})
+
+
+def _requirements(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError('expected a list of requirements like ["tensorflow==1.15.5"]')
+    for item in value:
+        try:
+            Requirement(item)
+        except (InvalidRequirement, TypeError):
+            raise ValueError(f"{item!r} is not a valid requirement") from None
+    return tuple(value)
+
+
+def _environment_spec(c: _Checker, data: dict) -> EnvironmentSpec | None:
+    t = c.table(data, "environment", ("packages", "system_libstdcxx", "docker"), required=False)
+    if not t:
+        return None
+    packages = c.get(t, "environment", "packages", _requirements, ())
+    runtime = None
+    raw = t.get("system_libstdcxx")
+    if raw is not None:
+        if not isinstance(raw, dict):
+            c.problem("[environment] system_libstdcxx", "must be a table { package, version, suite, sha256 }")
+        else:
+            c.unknown(raw, ("package", "version", "suite", "sha256"), "[environment.system_libstdcxx]")
+            values = {}
+            for key, pattern, expect in _DEBIAN_KEYS:
+                default = "libstdc++6" if key == "package" else ...
+                values[key] = c.get(raw, "environment.system_libstdcxx", key, _string(re.compile(pattern), expect), default, expect=expect)
+            runtime = RuntimeSpec("debian", "always", **{k: v or "" for k, v in values.items()})
+    docker = c.get(t, "environment", "docker", _string(re.compile(r"^[A-Za-z0-9_.-]+$"), "a folder name under docker/"), None)
+    return EnvironmentSpec(tuple(packages or ()), runtime, docker)
 
 
 def _deps_spec(c: _Checker, data: dict, path: Path) -> DepsSpec | None:

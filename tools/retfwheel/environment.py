@@ -1,0 +1,116 @@
+"""Emulated old user environments: a target-Python venv with the recipe's packages, run with the
+target's old libstdc++ mounted over this machine's in a private mount namespace.
+
+Environments are made once per recipe environment and cached; each verification works on a fresh
+copy so the cached one is never changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from retfwheel.errors import EmulationError, FetchError
+from retfwheel.interpreter import VENV_TOOLS, find_python, pip_venv
+from retfwheel.recipe import Recipe
+from retfwheel.runtime import obtain_runtime
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Environment:
+    venv: Path
+    python: Path
+    system_runtime: Path | None  # the old libstdc++ to mount over this machine's, if the recipe has one
+
+    def copy_to(self, folder: Path) -> "Environment":
+        """A fresh, independent copy of this environment at ``folder``."""
+        shutil.copytree(self.venv, folder / "venv", symlinks=True)
+        _retarget_scripts(folder / "venv", self.venv)
+        return Environment(folder / "venv", folder / "venv" / "bin" / "python", self.system_runtime)
+
+
+def prepare_environment(recipe: Recipe, cache: Path, explicit_python: Path | None, progress: Progress) -> Environment:
+    """The recipe's emulated environment, created on first use."""
+    spec = recipe.environment
+    if spec is None:
+        raise FetchError(f"{recipe.path}: has no [environment] section to verify in")
+    interpreter = find_python(recipe.target.python, explicit_python)
+    key = hashlib.sha256(json.dumps([str(interpreter), list(spec.packages), list(VENV_TOOLS)]).encode()).hexdigest()[:16]
+    folder = cache / "environments" / f"{recipe.name}-{key}"
+    runtime = None
+    if spec.system_libstdcxx is not None:
+        runtime = folder.parent / f"{recipe.name}-libstdc++-{spec.system_libstdcxx.sha256[:16]}.so.6"
+        if not runtime.exists():
+            progress(f"fetching the target's system libstdc++ ({spec.system_libstdcxx.suite} {spec.system_libstdcxx.package} "
+                     f"{spec.system_libstdcxx.version})")
+            data, _ = obtain_runtime(spec.system_libstdcxx, recipe.target.arch, cache)
+            runtime.parent.mkdir(parents=True, exist_ok=True)
+            temporary = runtime.with_suffix(".tmp")
+            temporary.write_bytes(data)
+            temporary.replace(runtime)
+    python = folder / "bin" / "python"
+    if not (folder / ".retfwheel-environment").exists():
+        progress(f"creating the {recipe.name} environment: Python {interpreter} with {', '.join(spec.packages)} (once)")
+        pip_venv(interpreter, folder)
+        if spec.packages:
+            result = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *spec.packages],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise FetchError(f"installing {', '.join(spec.packages)} into the environment failed: {_last_line(result)}")
+        (folder / ".retfwheel-environment").write_text(json.dumps(list(spec.packages)))
+    return Environment(folder, python, runtime)
+
+
+def system_runtime_path() -> Path:
+    """The real file behind this machine's libstdc++.so.6 (the one to mount over)."""
+    for folder in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        candidate = Path(folder) / "libstdc++.so.6"
+        if candidate.exists():
+            return candidate.resolve()
+    raise EmulationError("this machine has no libstdc++.so.6 to replace")
+
+
+def namespace_prefix() -> list[str]:
+    """The unshare command that gives a private mount namespace here, or EmulationError."""
+    attempts = [["unshare", "-m"], ["unshare", "-Urm"]] if os.geteuid() == 0 else [["unshare", "-Urm"]]
+    for attempt in attempts:
+        try:
+            if subprocess.run([*attempt, "true"], capture_output=True).returncode == 0:
+                return attempt
+        except OSError:
+            break
+    raise EmulationError("cannot make a private mount namespace here: neither `unshare -m` (as root) nor "
+                         "`unshare -Urm` (user namespaces) is allowed, so the old libstdc++ cannot be mounted")
+
+
+def emulated_command(environment: Environment, command: list[str]) -> list[str]:
+    """``command`` run with the environment's old libstdc++ mounted over the system's (if any)."""
+    if environment.system_runtime is None:
+        return command
+    script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+    return [*namespace_prefix(), "sh", "-c", script, "sh", str(environment.system_runtime), str(system_runtime_path()), *command]
+
+
+def _retarget_scripts(venv: Path, original: Path) -> None:
+    """Point the copied venv's script shebangs and activate files at the copy."""
+    old, new = str(original).encode(), str(venv).encode()
+    for path in (venv / "bin").iterdir():
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old in data[:4096]:
+            path.write_bytes(data.replace(old, new))
+
+
+def _last_line(result: subprocess.CompletedProcess) -> str:
+    lines = [l for l in (result.stderr + "\n" + result.stdout).splitlines() if l.strip() and not l.startswith("WARNING: Location")]
+    return lines[-1] if lines else "no output"

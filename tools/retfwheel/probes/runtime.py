@@ -1,0 +1,42 @@
+"""Import TensorFlow in a target environment, report what was loaded, and run a training step.
+
+Usage: python runtime.py EXTENSION.so  -> JSON on stdout. Python 3.6+, TensorFlow 2.x in compat.v1 mode.
+"""
+import ctypes
+import json
+import sys
+import time
+
+report = {}
+start = time.time()
+import tensorflow as tf  # noqa: E402
+
+report["import_seconds"] = round(time.time() - start, 2)
+report["version"] = tf.__version__
+with open("/proc/self/maps") as maps:
+    report["libstdcxx_mapped"] = sorted({line.split()[-1] for line in maps if "libstdc++" in line})
+
+graph = tf.Graph()
+with graph.as_default():
+    tf.compat.v1.set_random_seed(1)
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    y = tf.compat.v1.placeholder(tf.float32, [None, 1])
+    w = tf.compat.v1.get_variable("w", [4, 1], initializer=tf.compat.v1.zeros_initializer())
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    train = tf.compat.v1.train.AdamOptimizer(0.1).minimize(loss)
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        feed = {x: [[1.0, 2.0, 3.0, 4.0]] * 8, y: [[1.0]] * 8}
+        before = session.run(loss, feed)
+        for _ in range(20):
+            session.run(train, feed)
+        report["loss"] = [float(before), float(session.run(loss, feed))]
+
+try:
+    library = ctypes.CDLL(sys.argv[1])
+    buffer = ctypes.create_string_buffer(32)
+    length = library.retf_probe_format(buffer, ctypes.c_double(0.25))
+    report["extension"] = {"loaded": True, "output": buffer.raw[:length].decode()}
+except OSError as error:
+    report["extension"] = {"loaded": False, "error": str(error)}
+print(json.dumps(report))

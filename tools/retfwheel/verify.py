@@ -1,0 +1,224 @@
+"""`retfwheel verify`: install a wheel into a fresh copy of the recipe's old environment and prove it runs."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from packaging.utils import canonicalize_name
+
+from retfwheel.archive import MemberView, read_content
+from retfwheel.elf import read_elf
+from retfwheel.environment import Environment, emulated_command, prepare_environment
+from retfwheel.errors import InputFileError
+from retfwheel.plan import RUNTIME_DIR
+from retfwheel.recipe import Recipe
+from retfwheel.wheel import read_wheel
+
+Progress = Callable[[str], None]
+_PROBE_SOURCE = """#include <charconv>
+extern "C" int retf_probe_format(char* out, double value) {
+  return static_cast<int>(std::to_chars(out, out + 31, value).ptr - out);
+}
+"""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "pass", "FAIL" or "n/a"
+    detail: str
+
+
+@dataclass(frozen=True)
+class Verification:
+    wheel: Path
+    recipe: str
+    checks: tuple[Check, ...]
+    environment: Path | None  # kept environment, if asked for
+
+    @property
+    def passed(self) -> bool:
+        return all(c.status != "FAIL" for c in self.checks)
+
+
+def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tuple[Path, ...] = (), keep: Path | None = None,
+                 python: Path | None = None, progress: Progress = lambda m: None) -> Verification:
+    """Run every check; a failed check is reported, never raised."""
+    wheel = read_wheel(wheel_path)
+    for script in scripts:
+        if not Path(script).is_file():
+            raise InputFileError(f"{script}: no such script")
+    base = prepare_environment(recipe, cache, python, progress)
+    probe = probe_extension(cache)
+    folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="retfwheel-verify-"))
+    if keep:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    try:
+        progress(f"copying the {recipe.name} environment")
+        env = base.copy_to(folder)
+        checks = _run_checks(env, wheel_path, str(canonicalize_name(wheel.metadata_name)), wheel, probe, scripts, progress)
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    return Verification(wheel_path, recipe.name, tuple(checks), folder if keep else None)
+
+
+def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Path, scripts, progress: Progress) -> list[Check]:
+    checks: list[Check] = []
+    before = _snapshot(env)
+    progress(f"pip install --no-index {wheel_path.name}")
+    install = _python(env, ["-m", "pip", "install", "--disable-pip-version-check", "--no-index", str(wheel_path)])
+    checks.append(_status("pip install --no-index", install.returncode == 0, _tail(install) if install.returncode else "installed offline"))
+    if install.returncode != 0:
+        return checks + [Check("remaining checks", "FAIL", "skipped: the wheel did not install")]
+    after = _snapshot(env)
+    checks.append(_unchanged(before, after, name))
+    pip_check = _python(env, ["-m", "pip", "check", "--disable-pip-version-check"])
+    checks.append(_status("pip check", pip_check.returncode == 0, _tail(pip_check)))
+
+    if env.system_runtime is not None:
+        progress("loading the GLIBCXX_3.4.29 probe without tensorflow (must fail under the old runtime)")
+        alone = _python(env, [_probe_script("extension.py"), str(probe)], emulate=True)
+        checks.append(_status("old runtime is emulated", alone.returncode != 0,
+                              "probe fails without tensorflow: " + _tail(alone) if alone.returncode else
+                              "the probe loaded without tensorflow: the old libstdc++ is not in effect"))
+    else:
+        checks.append(Check("old runtime is emulated", "n/a", "the recipe's environment has no old system libstdc++ (use its docker image)"))
+
+    progress("importing tensorflow and training a step in the old environment")
+    run = _python(env, [_probe_script("runtime.py"), str(probe)], emulate=True)
+    report = _json(run)
+    expected = str(wheel.version.public)
+    if report is None:
+        checks.append(Check("import tensorflow", "FAIL", _tail(run)))
+    else:
+        checks.append(_status("import tensorflow", report.get("version") == expected,
+                              f"tensorflow {report.get('version')} in {report.get('import_seconds')} s (expected {expected})"))
+        vendored = wheel.archive.member(f"{RUNTIME_DIR}/libstdc++.so.6") is not None
+        mapped = report.get("libstdcxx_mapped", [])
+        if vendored and env.system_runtime is not None:
+            checks.append(_status("vendored libstdc++ mapped", any(f"/{RUNTIME_DIR}/" in m for m in mapped), ", ".join(mapped) or "none"))
+        else:
+            checks.append(Check("vendored libstdc++ mapped", "n/a", f"mapped: {', '.join(mapped) or 'none'}"))
+        loss = report.get("loss", [0, 0])
+        checks.append(_status("tf.compat.v1 training step", loss[1] < loss[0], f"Adam loss {loss[0]:.4f} -> {loss[1]:.4f}"))
+        extension = report.get("extension", {})
+        checks.append(_status("GLIBCXX_3.4.29 extension after import", extension.get("loaded") is True,
+                              f"std::to_chars gave {extension.get('output')!r}" if extension.get("loaded") else extension.get("error", "")))
+    for script in scripts:
+        progress(f"running {script}")
+        result = _python(env, [str(Path(script).resolve())], emulate=True)
+        checks.append(_status(f"script {Path(script).name}", result.returncode == 0, _tail(result) or "exit 0"))
+
+    progress("pip uninstall")
+    uninstall = _python(env, ["-m", "pip", "uninstall", "-y", "--disable-pip-version-check", name])
+    left = _left_behind(env, wheel) if uninstall.returncode == 0 else []
+    checks.append(_status("pip uninstall leaves nothing", uninstall.returncode == 0 and not left,
+                          f"left: {', '.join(left[:5])}" if left else (_tail(uninstall) if uninstall.returncode else "clean")))
+    return checks
+
+
+def probe_extension(cache: Path) -> Path:
+    """A C++ library that needs GLIBCXX_3.4.29 (std::to_chars for double), compiled once with g++."""
+    digest = hashlib.sha256(_PROBE_SOURCE.encode()).hexdigest()[:12]
+    target = cache / "probes" / f"to_chars-{digest}.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        source = Path(scratch) / "probe.cc"
+        source.write_text(_PROBE_SOURCE)
+        built = Path(scratch) / "probe.so"
+        result = subprocess.run(["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-o", str(built), str(source)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise InputFileError(f"compiling the GLIBCXX_3.4.29 probe with g++ failed: {_tail(result)}",
+                                 hint="verify needs g++ >= 11 to build its probe extension")
+        data = built.read_bytes()
+        needs = read_elf("probe.so", MemberView(iter([data]), len(data))).newest("GLIBCXX")
+        if not needs or needs < (3, 4, 29):
+            raise InputFileError("this machine's g++ builds a probe that does not need GLIBCXX_3.4.29; use g++ >= 11")
+        shutil.move(str(built), str(target))
+    return target
+
+
+def _probe_script(name: str) -> str:
+    return str(importlib.resources.files("retfwheel") / "probes" / name)
+
+
+def _python(env: Environment, arguments: list[str], *, emulate: bool = False) -> subprocess.CompletedProcess:
+    command = [str(env.python), *arguments]
+    if emulate:
+        command = emulated_command(env, command)
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def _snapshot(env: Environment) -> dict:
+    result = _python(env, [_probe_script("snapshot.py")])
+    return json.loads(result.stdout) if result.returncode == 0 else {}
+
+
+def _unchanged(before: dict, after: dict, replaced: str) -> Check:
+    """Other distributions keep their versions and files; files co-owned by the replaced one are noted."""
+    co_owned = set(before.get(replaced, {}).get("files", {}))
+    changed, shared = [], []
+    for name, old in before.items():
+        if name == replaced:
+            continue
+        new = after.get(name)
+        if new is None or new["version"] != old["version"]:
+            changed.append(f"{name} {old['version']} -> {new['version'] if new else 'gone'}")
+            continue
+        for path, digest in old["files"].items():
+            if new["files"].get(path) != digest:
+                (shared if path in co_owned else changed).append(path)
+    if not before:
+        return Check("other distributions unchanged", "FAIL", "could not list the environment's distributions")
+    detail = f"{len(before) - 1} distributions, versions and file hashes identical"
+    if shared:
+        detail += f"; {', '.join(sorted(shared))} went with the replaced {replaced}, which also owned it"
+    return _status("other distributions unchanged", not changed, ", ".join(changed[:5]) if changed else detail)
+
+
+def _left_behind(env: Environment, wheel) -> list[str]:
+    text = read_content(wheel.archive, wheel.archive.member(wheel.record_path)).decode()
+    site = _python(env, ["-c", "import site; print(site.getsitepackages()[0])"]).stdout.strip()
+    left = []
+    for line in text.splitlines():
+        path = line.rsplit(",", 2)[0]
+        if path and (Path(site) / path).exists():
+            left.append(path)
+    for folder in {p.split("/", 1)[0] for p in (l.rsplit(",", 2)[0] for l in text.splitlines()) if "/" in p}:
+        if (Path(site) / folder).exists() and not folder.endswith(".data"):
+            left.append(folder + "/")
+    return sorted(set(left))
+
+
+def _json(result: subprocess.CompletedProcess) -> dict | None:
+    if result.returncode != 0:
+        return None
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def _status(name: str, passed: bool, detail: str) -> Check:
+    return Check(name, "pass" if passed else "FAIL", detail)
+
+
+def _tail(result: subprocess.CompletedProcess) -> str:
+    lines = [l for l in (result.stderr + "\n" + result.stdout).splitlines() if l.strip() and not l.startswith("WARNING: Location")]
+    return lines[-1][:300] if lines else ""
