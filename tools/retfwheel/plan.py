@@ -19,7 +19,7 @@ from packaging.version import Version
 
 from retfwheel.archive import Archive, Member, read_content
 from retfwheel.elf import ElfInfo, format_version
-from retfwheel.errors import AlreadyProcessedError, TargetMismatchError
+from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchError
 from retfwheel.inspection import Inspection, require_tensorflow
 from retfwheel.lock import Lock, vendored_requirements
 from retfwheel.metadata import rewrite_headers
@@ -208,6 +208,11 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
 def seal_plan(plan: BuildPlan, produced: tuple[CopyMember | NewMember, ...], notes: tuple[str, ...],
               elves: tuple[ElfInfo, ...], recipe: Recipe, inspection_path) -> BuildPlan:
     """The final plan once the steps have produced their members: tags from every ELF file shipped."""
+    glibc = tuple(recipe.target.glibc)
+    for elf in elves:
+        newest = elf.newest("GLIBC")
+        if newest is not None and newest > glibc:
+            raise AuditError(f"audit failed: {elf.path} needs GLIBC_{format_version(newest)}, the target has glibc {format_version(glibc)}")
     platforms = _platform_tags(elves, inspection_path, recipe, frozenset())
     sealed = dataclasses.replace(plan, members=plan.members + tuple(produced), steps=(), changes=plan.changes + notes)
     return _with_tags(sealed, platforms)

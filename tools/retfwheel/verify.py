@@ -220,5 +220,7 @@ def _status(name: str, passed: bool, detail: str) -> Check:
 
 
 def _tail(result: subprocess.CompletedProcess) -> str:
-    lines = [l for l in (result.stderr + "\n" + result.stdout).splitlines() if l.strip() and not l.startswith("WARNING: Location")]
-    return lines[-1][:300] if lines else ""
+    """The line that explains a result: pip's last ERROR line, else the last line."""
+    lines = [l for l in (result.stdout + "\n" + result.stderr).splitlines() if l.strip() and not l.startswith("WARNING: Location")]
+    errors = [l for l in lines if l.startswith("ERROR")]
+    return (errors or lines or [""])[-1][:300]

@@ -1,0 +1,132 @@
+"""Each decision of the bootstrap, in a real Python 3.6 interpreter, on a small fake install."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from retfwheel.errors import InputFileError
+from retfwheel.injection import bootstrap_block, inject
+from retfwheel.interpreter import find_python
+
+REPO = Path(__file__).resolve().parent.parent
+SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+
+
+@pytest.fixture(scope="module")
+def python36():
+    try:
+        return find_python((3, 6))
+    except InputFileError as exc:
+        pytest.skip(f"no Python 3.6 interpreter on this machine: {exc}")
+
+
+@pytest.fixture
+def install(tmp_path):
+    """Make a site folder holding a bootstrapped 'tensorflow' package; returns a runner."""
+
+    def make(**config):
+        site = tmp_path / "site"
+        (site / "tensorflow").mkdir(parents=True)
+        settings = {"label": "tensorflow 9.9+retf.test", "conflicts": "error", **config}
+        init = inject(b'"""TF."""\nfrom __future__ import absolute_import\nVALUE = 1\n',
+                      bootstrap_block("tensorflow._retf_bootstrap", settings), "tensorflow/__init__.py")
+        (site / "tensorflow" / "__init__.py").write_bytes(init)
+        shutil.copy(REPO / "bootstrap" / "retf_bootstrap.py", site / "tensorflow" / "_retf_bootstrap.py")
+        if settings.get("libstdcxx"):
+            (site / "tensorflow.libs").mkdir()
+            shutil.copy(SYSTEM_RUNTIME.resolve(), site / "tensorflow.libs" / "libstdc++.so.6")
+        deps = site / "tensorflow.deps"
+        (deps / "fakemod").mkdir(parents=True)
+        (deps / "fakemod" / "__init__.py").write_text("__version__ = '2.0'\n")
+        (deps / "google" / "fakeproto").mkdir(parents=True)
+        (deps / "google" / "fakeproto" / "__init__.py").write_text("ORIGIN = 'vendored'\n")
+        env = tmp_path / "env"
+        (env / "fakemod").mkdir(parents=True, exist_ok=True)
+        (env / "fakemod" / "__init__.py").write_text("__version__ = '1.0'\n")
+        (env / "google").mkdir(exist_ok=True)
+        return site, env
+
+    return make
+
+
+def run(python36, site, env, code, **environ):
+    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+    variables.update(environ)
+    variables["PYTHONPATH"] = f"{site}:{env}"
+    return subprocess.run([str(python36), "-c", code], capture_output=True, text=True, env=variables)
+
+
+MAPS = "import json; print(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libstdc++' in l})))"
+DEPS = {"deps": "tensorflow.deps", "modules": {"fakemod": "2.0"}, "namespaces": ["google"]}
+
+
+def test_no_preload_when_the_system_runtime_suffices(python36, install):
+    site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 20])
+    result = run(python36, site, env, "import tensorflow; " + MAPS, RETF_BOOTSTRAP_DEBUG="1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [] and "system runtime suffices" in result.stderr
+
+
+def test_preload_when_the_system_runtime_is_older_than_needed(python36, install):
+    site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 99])
+    result = run(python36, site, env, "import tensorflow; " + MAPS)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [str(site / "tensorflow.libs" / "libstdc++.so.6")]
+
+
+def test_older_runtime_already_loaded_is_an_actionable_import_error(python36, install):
+    site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 99])
+    result = run(python36, site, env, "import ctypes; ctypes.CDLL('libstdc++.so.6'); import tensorflow")
+    assert result.returncode != 0 and "ImportError" in result.stderr
+    assert "was already loaded by an earlier import" in result.stderr and "import tensorflow before" in result.stderr
+    assert f"LD_PRELOAD={site}/tensorflow.libs/libstdc++.so.6 python" in result.stderr
+
+
+def test_vendored_folder_comes_first(python36, install):
+    site, env = install(**DEPS)
+    result = run(python36, site, env, "import tensorflow, fakemod, google.fakeproto as p; print(fakemod.__version__, p.ORIGIN)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2.0", "vendored"]
+
+
+def test_conflicting_module_already_imported_is_an_error(python36, install):
+    site, env = install(**DEPS)
+    result = run(python36, site, env, "import fakemod; import tensorflow")
+    assert result.returncode != 0 and "ImportError" in result.stderr
+    assert f"fakemod 1.0 was already imported from {env}/fakemod" in result.stderr
+    assert "needs its own fakemod 2.0" in result.stderr and "import tensorflow before fakemod" in result.stderr
+
+
+def test_conflict_policy_warn_continues(python36, install):
+    site, env = install(**{**DEPS, "conflicts": "warn"})
+    result = run(python36, site, env, "import fakemod; import tensorflow; print(fakemod.__version__)")
+    assert result.returncode == 0, result.stderr
+    assert "RuntimeWarning" in result.stderr and result.stdout.split() == ["1.0"]
+
+
+def test_namespace_made_at_startup_gets_the_vendored_portion_first(python36, install):
+    site, env = install(**DEPS)
+    code = ("import sys, types; g = types.ModuleType('google'); g.__path__ = [%r]; sys.modules['google'] = g; "
+            "import tensorflow, google.fakeproto as p; print(p.ORIGIN, g.__path__[0])" % str(env / "google"))
+    result = run(python36, site, env, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["vendored", str(site / "tensorflow.deps" / "google")]
+
+
+def test_switch_off_does_nothing(python36, install):
+    site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 99], **DEPS)
+    result = run(python36, site, env, "import fakemod, tensorflow; " + MAPS, RETF_BOOTSTRAP="0")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
+def test_debug_logs_each_decision_with_its_time(python36, install):
+    site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 99], **DEPS)
+    result = run(python36, site, env, "import tensorflow", RETF_BOOTSTRAP_DEBUG="1")
+    lines = [l for l in result.stderr.splitlines() if l.startswith("retf-bootstrap [")]
+    assert any("preloaded" in l for l in lines) and any("first on sys.path" in l for l in lines)
+    assert all(" ms] " in l for l in lines) and lines[-1].endswith("bootstrap done")

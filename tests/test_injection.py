@@ -1,0 +1,74 @@
+import ast
+
+import pytest
+
+from retfwheel.injection import BEGIN, END, InjectionError, bootstrap_block, inject
+
+TF_HEAD = b'''# Copyright 2015 The TensorFlow Authors. All Rights Reserved.
+# ==============================================================================
+"""
+Top-level module of TensorFlow.
+"""
+
+from __future__ import absolute_import as _absolute_import
+from __future__ import division as _division
+
+import distutils as _distutils
+import sys as _sys
+'''
+BLOCK = bootstrap_block("tensorflow._retf_bootstrap", {"label": "t"})
+
+
+def lines_of(data: bytes) -> list[str]:
+    return data.decode().splitlines()
+
+
+def test_block_goes_after_docstring_and_future_imports():
+    out = lines_of(inject(TF_HEAD, BLOCK, "tensorflow/__init__.py"))
+    begin = out.index(BEGIN)
+    assert out[begin - 1] == "from __future__ import division as _division"
+    assert out[out.index(END) + 1] == ""
+    assert out.index("import distutils as _distutils") > out.index(END)
+    tree = ast.parse("\n".join(out))
+    names = [type(n).__name__ for n in tree.body]
+    assert names[:6] == ["Expr", "ImportFrom", "ImportFrom", "FunctionDef", "Expr", "Delete"]
+
+
+def test_no_docstring_keeps_leading_comments_and_encoding_line_first():
+    source = b"# -*- coding: utf-8 -*-\n# licence\n\nimport os\n"
+    out = lines_of(inject(source, BLOCK, "x"))
+    assert out[:3] == ["# -*- coding: utf-8 -*-", "# licence", ""] and out[3] == BEGIN
+    assert out[-1] == "import os"
+
+
+def test_crlf_line_endings_are_kept():
+    source = TF_HEAD.replace(b"\n", b"\r\n")
+    out = inject(source, BLOCK, "x")
+    assert b"\n" not in out.replace(b"\r\n", b"") and BEGIN.encode() + b"\r\n" in out
+
+
+def test_docstring_only_and_empty_files():
+    assert lines_of(inject(b'"""Doc."""', BLOCK, "x"))[1] == BEGIN
+    assert lines_of(inject(b"", BLOCK, "x"))[0] == BEGIN
+
+
+def test_decorated_first_statement():
+    out = lines_of(inject(b"@decorator\ndef f():\n    pass\n", BLOCK, "x"))
+    assert out[0] == BEGIN and out[-3] == "@decorator"
+
+
+def test_second_injection_and_broken_sources_are_refused():
+    once = inject(TF_HEAD, BLOCK, "x")
+    with pytest.raises(InjectionError, match="already carries"):
+        inject(once, BLOCK, "x")
+    with pytest.raises(InjectionError, match="does not parse"):
+        inject(b"def (:\n", BLOCK, "x")
+
+
+def test_block_runs_once_and_leaves_no_name_behind():
+    namespace = {"__file__": "/site/tensorflow/__init__.py"}
+    code = bootstrap_block("json", {}).replace("from json import run as _run", "_run = lambda *a: calls.append(a)")
+    calls = []
+    namespace["calls"] = calls
+    exec(compile(code, "x", "exec"), namespace)
+    assert len(calls) == 1 and calls[0][0] == "/site/tensorflow" and "_retf_bootstrap" not in namespace

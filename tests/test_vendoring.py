@@ -1,0 +1,187 @@
+"""Vendoring the C++ runtime and locked dependencies, offline: locked files are pre-seeded in the cache."""
+
+import re
+import subprocess
+import zipfile
+
+import pytest
+
+from factory import make_wheel, tensorflow_files
+from retfwheel.build import build_wheel
+from retfwheel.errors import AuditError, FetchError, RecipeError
+from retfwheel.lock import Lock, LockedPackage, format_lock, read_lock, requirements_digest, vendored_requirements
+from retfwheel.record import file_sha256
+from retfwheel.recipe import load_recipe
+from retfwheel.wheel import read_wheel
+
+DEPS = """
+[deps]
+vendor = true
+leave = ["six"]
+scripts = {{ fakeboard = "retf-fakeboard" }}
+environment_scripts = ["tensorboard"]
+{runtime}
+"""
+
+
+@pytest.fixture
+def dep_wheel(tmp_path):
+    """A dependency wheel with a console script, a .pth file and a .data/purelib part."""
+    folder = tmp_path / "deps"
+    folder.mkdir()
+    return make_wheel(
+        folder,
+        {
+            "numpy/__init__.py": b"__version__ = '1.19.5'\n",
+            "numpy-nspkg.pth": b"import sys\n",
+            "numpy-1.19.5.data/purelib/numpy_extra.py": b"X = 1\n",
+            "numpy-1.19.5.data/scripts/f2py": b"#!python\n",
+        },
+        name="numpy",
+        version="1.19.5",
+        tag="cp36-cp36m-manylinux2010_x86_64",
+        requires=(),
+        extra_dist_info={"entry_points.txt": b"[console_scripts]\nfakeboard = numpy.board:main\n"},
+    )
+
+
+def seed(cache, wheel):
+    stored = cache / "files" / file_sha256(wheel) / wheel.name
+    stored.parent.mkdir(parents=True)
+    stored.write_bytes(wheel.read_bytes())
+
+
+@pytest.fixture
+def vendoring(tmp_path, libs, make_recipe, dep_wheel):
+    """(input wheel, recipe path, cache) with a lock pinning ``dep_wheel``."""
+
+    def make(runtime="", entry_points=b"[console_scripts]\ntensorboard = tensorboard.main:run_main\n"
+             b"saved_model_cli = tensorflow.python.tools.saved_model_cli:main\nconverter = estimator.tools:main\n", extra=None):
+        source = make_wheel(tmp_path, tensorflow_files(libs.framework_old_abi, extra),
+                            extra_dist_info={"entry_points.txt": entry_points})
+        recipe_path = make_recipe(extra=DEPS.format(runtime=runtime))
+        wheel = read_wheel(source)
+        requirements = vendored_requirements(wheel, ("six",))
+        package = LockedPackage("numpy", "1.19.5", dep_wheel.name, file_sha256(dep_wheel), "wheel")
+        lock = Lock(recipe_path.with_suffix(".lock"), "test-py36", "tensorflow-cpu==2.6.2", requirements_digest(requirements), (package,))
+        lock.path.write_text(format_lock(lock))
+        cache = tmp_path / "cache"
+        seed(cache, dep_wheel)
+        return source, recipe_path, cache
+
+    return make
+
+
+def test_lock_round_trip_and_stale_lock(vendoring, tmp_path):
+    source, recipe_path, cache = vendoring()
+    lock = read_lock(recipe_path.with_suffix(".lock"))
+    assert [p.name for p in lock.packages] == ["numpy"] and lock.packages[0].kind == "wheel"
+    text = recipe_path.with_suffix(".lock").read_text().replace(lock.requirements_sha256, "0" * 64)
+    recipe_path.with_suffix(".lock").write_text(text)
+    with pytest.raises(RecipeError, match="requirements differ"):
+        build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
+
+
+def test_dependencies_are_vendored_privately(vendoring, tmp_path):
+    source, recipe_path, cache = vendoring()
+    out = build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache).output
+    wheel = read_wheel(out)
+    names = {m.name for m in wheel.archive.members}
+    assert {"tensorflow.deps/numpy/__init__.py", "tensorflow.deps/numpy_extra.py",
+            "tensorflow.deps/numpy-1.19.5.dist-info/METADATA", "tensorflow.deps/numpy-1.19.5.dist-info/RECORD"} <= names
+    assert not any(n.endswith(".pth") or "/scripts/" in n for n in names)
+    assert b"Requires-Dist: numpy" not in wheel.metadata and b"Requires-Dist: six (~=1.15.0)" in wheel.metadata
+    init = zipfile.ZipFile(out).read("tensorflow/__init__.py").decode()
+    assert '"deps": "tensorflow.deps"' in init and '"numpy": "1.19.5"' in init
+    assert "tensorflow/_retf_bootstrap.py" in names
+
+
+def test_console_scripts_go_through_the_bootstrap(vendoring, tmp_path):
+    source, recipe_path, cache = vendoring()
+    out = build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache).output
+    with zipfile.ZipFile(out) as zf:
+        entry_points = zf.read("tensorflow-2.6.2+retf.test.dist-info/entry_points.txt").decode()
+        shim = zf.read("tensorflow/_retf_scripts.py").decode()
+    assert "saved_model_cli = tensorflow.python.tools.saved_model_cli:main" in entry_points
+    assert "tensorboard" not in entry_points  # the target environment owns it
+    assert "converter = tensorflow._retf_scripts:script_converter" in entry_points
+    assert "retf-fakeboard = tensorflow._retf_scripts:script_retf_fakeboard" in entry_points
+    assert "_run('numpy.board:main')" in shim and "import tensorflow" in shim
+    compile(shim, "shim", "exec")
+
+
+def test_unknown_vendored_script_is_a_recipe_error(vendoring, tmp_path):
+    source, recipe_path, cache = vendoring()
+    recipe_path.write_text(recipe_path.read_text().replace("fakeboard = ", "nosuch = "))
+    with pytest.raises(RecipeError, match="no vendored distribution declares a console script 'nosuch'"):
+        build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
+
+
+def test_cached_file_that_drifted_is_refused(vendoring, tmp_path, dep_wheel):
+    source, recipe_path, cache = vendoring()
+    stored = next((cache / "files").rglob("*.whl"))
+    stored.write_bytes(stored.read_bytes() + b"\0")
+    with pytest.raises(FetchError, match="does not match the lock's sha256"):
+        build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
+    assert not (tmp_path / "out").exists()
+
+
+def test_download_drift_is_refused(vendoring, tmp_path, monkeypatch, dep_wheel):
+    import retfwheel.lock as lock_module
+
+    source, recipe_path, cache = vendoring()
+    for stored in (cache / "files").rglob("*.whl"):
+        stored.unlink()
+
+    def fake_download(spec, recipe, folder, *, sdist):
+        folder.mkdir(parents=True, exist_ok=True)
+        changed = folder / dep_wheel.name
+        changed.write_bytes(dep_wheel.read_bytes() + b"changed upstream")
+        return changed
+
+    monkeypatch.setattr(lock_module, "download", fake_download)
+    with pytest.raises(FetchError, match="refusing the drift"):
+        build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
+
+
+def test_runtime_from_a_file_is_vendored_and_audited(vendoring, tmp_path, libs):
+    runtime = '[libstdcxx]\nsource = "file"\npath = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"\nvendor = "auto"\n'
+    source, recipe_path, cache = vendoring(runtime=runtime, extra={"tensorflow/python/tc.so": libs.to_chars})
+    recipe_path.write_text(recipe_path.read_text().replace('glibcxx = "3.4.28"', 'glibcxx = "3.4.25"'))
+    result = build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
+    names = {m.name for m in read_wheel(result.output).archive.members}
+    assert "tensorflow.libs/libstdc++.so.6" in names
+    assert any("vendored libstdc++ provides GLIBCXX_3.4.30" in c for c in result.audit.checks)
+    init = zipfile.ZipFile(result.output).read("tensorflow/__init__.py").decode()
+    assert '"glibcxx_needed": [3, 4, 29]' in init
+
+
+def fake_runtime(folder, source_code, versions):
+    """A library named libstdc++.so.6 defining only the given GLIBCXX versions."""
+    script = folder / "v.map"
+    script.write_text(" ".join(f"{v} {{ global: f{i}; }};" for i, v in enumerate(versions)) + "\n")
+    src = folder / "fake.c"
+    src.write_text(source_code + "".join(f"\nint f{i}(void) {{ return {i}; }}" for i in range(len(versions))))
+    out = folder / "libstdc++.so.6"
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,--version-script={script}", "-Wl,-soname,libstdc++.so.6",
+                    "-o", str(out), str(src)], check=True)
+    return out
+
+
+@pytest.mark.parametrize(
+    "code, versions, glibc, message",
+    [
+        ("", ["GLIBCXX_3.4", "GLIBCXX_3.4.20"], "host", "needs GLIBCXX_3.4.29, the vendored libstdc++ provides only GLIBCXX_3.4.20"),
+        ("#include <stdlib.h>\nunsigned int r(void) { return arc4random(); }", ["GLIBCXX_3.4", "GLIBCXX_3.4.30"], "2.27",
+         "tensorflow.libs/libstdc++.so.6 needs GLIBC_2.36, the target has glibc 2.27"),
+    ],
+)
+def test_audit_refuses_a_runtime_that_cannot_serve(vendoring, tmp_path, libs, code, versions, glibc, message):
+    runtime_file = fake_runtime(tmp_path, code, versions)
+    runtime = f'[libstdcxx]\nsource = "file"\npath = "{runtime_file}"\nvendor = "auto"\n'
+    source, recipe_path, cache = vendoring(runtime=runtime, extra={"tensorflow/python/tc.so": libs.to_chars})
+    text = recipe_path.read_text().replace('glibcxx = "3.4.28"', 'glibcxx = "3.4.25"').replace('glibc = "host"', f'glibc = "{glibc}"')
+    recipe_path.write_text(text)
+    with pytest.raises(AuditError, match=re.escape(message)):
+        build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
