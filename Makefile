@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 OUT    ?= dist
 RECIPE ?= recipes/emulated-py36.toml
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench clean docker-verify
 
 setup: $(VENV)/.installed
 
@@ -15,9 +15,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[test]'
 	touch $@
 
-# Build the recipe's default input (tensorflow-cpu==2.6.2 for Python 3.6), downloaded once and cached.
+# Build the recipe's default input (tensorflow-cpu==2.6.2 for Python 3.6, downloaded once and cached),
+# then verify the result in the recipe's emulated old environment and print the table.
 demo: setup
 	$(BIN)/retfwheel build --recipe $(RECIPE) --out-dir $(OUT) --report $(OUT)/report.json
+	$(BIN)/retfwheel verify $$(ls -t $(OUT)/*.whl | head -n 1) --recipe $(RECIPE)
 
 # Every test, the slow end-to-end ones included (they download the real TensorFlow wheel once).
 test: setup
@@ -31,3 +33,9 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache
+
+# For machines with a Docker engine: verify WHEEL natively inside the Ubuntu 18.04 image.
+WHEEL ?= $(shell ls -t $(OUT)/*.whl 2>/dev/null | head -n 1)
+docker-verify:
+	docker build -f docker/ubuntu18.04-py36/Dockerfile -t retfwheel/ubuntu18.04-py36 .
+	docker run --rm -v "$(abspath $(dir $(WHEEL))):/wheels:ro" retfwheel/ubuntu18.04-py36 /wheels/$(notdir $(WHEEL))

@@ -33,6 +33,8 @@ with graph.as_default():
         report["loss"] = [float(before), float(session.run(loss, feed))]
 
 try:
+    if len(sys.argv) < 2 or not sys.argv[1]:
+        raise OSError("no probe extension given")
     library = ctypes.CDLL(sys.argv[1])
     buffer = ctypes.create_string_buffer(32)
     length = library.retf_probe_format(buffer, ctypes.c_double(0.25))

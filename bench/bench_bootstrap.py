@@ -1,0 +1,88 @@
+"""Cost of the bootstrap inside a produced wheel, in the recipe's emulated old environment.
+
+Installs WHEEL into a copy of the environment, then, in fresh processes under the old libstdc++,
+times the bootstrap's run() with the settings injected into tensorflow/__init__.py. The baseline
+measured in the same run is the interpreter's own start-up; the goal is <= 15 ms per process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+
+from retfwheel.environment import emulated_command, prepare_environment  # noqa: E402
+from retfwheel.fetch import cache_root  # noqa: E402
+from retfwheel.injection import BEGIN  # noqa: E402
+from retfwheel.recipe import load_recipe  # noqa: E402
+
+TIMER = """
+import importlib.util, json, sys, time
+site, config = sys.argv[1], json.loads(sys.argv[2])
+spec = importlib.util.spec_from_file_location("b", site + "/tensorflow/_retf_bootstrap.py")
+module = importlib.util.module_from_spec(spec)
+start = time.perf_counter()
+spec.loader.exec_module(module)
+module.run(site + "/tensorflow", config)
+print((time.perf_counter() - start) * 1e3)
+"""
+BASELINE = "import time, sys; print(0)"
+
+
+def injected_config(init: str) -> dict:
+    """The settings literal of the injected bootstrap call."""
+    block = init[init.index(BEGIN):]
+    tree = ast.parse(block)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_run":
+            return ast.literal_eval(node.args[1])
+    raise SystemExit("no bootstrap call found in tensorflow/__init__.py")
+
+
+def timed(command: list[str]) -> float:
+    return float(subprocess.run(command, capture_output=True, text=True, check=True).stdout.split()[-1])
+
+
+def wall(command: list[str]) -> float:
+    import time
+
+    start = time.perf_counter()
+    subprocess.run(command, capture_output=True, check=True)
+    return (time.perf_counter() - start) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("wheel", type=Path)
+    parser.add_argument("--recipe", default=str(REPO / "recipes" / "emulated-py36.toml"))
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    recipe = load_recipe(Path(args.recipe))
+    base = prepare_environment(recipe, cache_root(), None, lambda m: print(m, file=sys.stderr))
+    with tempfile.TemporaryDirectory() as scratch:
+        env = base.copy_to(Path(scratch))
+        subprocess.run([str(env.python), "-m", "pip", "install", "-q", "--no-index", str(args.wheel)], check=True)
+        site = subprocess.run([str(env.python), "-c", "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        config = injected_config((Path(site) / "tensorflow" / "__init__.py").read_text())
+        bootstrap = [timed(emulated_command(env, [str(env.python), "-c", TIMER, site, json.dumps(config)]))
+                     for _ in range(args.runs)]
+        startup = [wall(emulated_command(env, [str(env.python), "-c", BASELINE])) for _ in range(args.runs)]
+    cost, base_ms = statistics.median(bootstrap), statistics.median(startup)
+    print(f"{'measure':<36} {'median ms':>10}")
+    print(f"{'interpreter start-up (baseline)':<36} {base_ms:10.2f}")
+    print(f"{'bootstrap run()':<36} {cost:10.2f}")
+    print(f"bootstrap / start-up: {cost / base_ms:.3f}x; goal <= 15 ms: {'met' if cost <= 15 else 'MISSED'} "
+          f"(max of {args.runs}: {max(bootstrap):.2f} ms)")
+
+
+if __name__ == "__main__":
+    main()
