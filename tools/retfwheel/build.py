@@ -19,6 +19,7 @@ from retfwheel.inspection import Inspection, analyse
 from retfwheel.interpreter import find_python, pip_venv
 from retfwheel.lock import Lock, check_lock, format_lock, read_lock, resolve_lock, vendored_requirements
 from retfwheel.materialize import materialize
+from retfwheel.oplib import derive_flags
 from retfwheel.plan import BuildPlan, CopyMember, make_plan, seal_plan
 from retfwheel.recipe import Recipe
 from retfwheel.record import file_sha256
@@ -50,11 +51,13 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path 
     progress(f"verifying {len(wheel.archive.members)} members against RECORD and analysing ELF files")
     scan = scan_wheel(wheel, verify=True)
     inspection = analyse(wheel, scan.elves, recipe)
-    plan = make_plan(inspection, recipe, file_sha256(input_path), __version__, lock)
+    op_flags = derive_flags(wheel.archive, inspection.tensorflow_version or "", inspection.cxx11_abi) \
+        if recipe.ops.build and inspection.tensorflow_version else None
+    plan = make_plan(inspection, recipe, file_sha256(input_path), __version__, lock, op_flags)
     if dry_run:
         return BuildResult(plan, inspection, None, None)
     target_python = _target_python(recipe, lock, cache, python)
-    made = materialize(plan, recipe, _cache(cache), target_python, progress)
+    made = materialize(plan, recipe, wheel.archive, _cache(cache), target_python, progress)
     shipped = output_elves(plan, scan.elves) + made.elves
     plan = seal_plan(plan, made.members, made.notes, shipped, recipe, input_path)
     epoch = build_epoch()

@@ -109,3 +109,10 @@ class VerificationFailed(RetfError):
 
     exit_code = 14
     hint = "the table above names each failing check and what it saw"
+
+
+class OpBuildError(RetfError):
+    """The op library could not be compiled."""
+
+    exit_code = 15
+    hint = "see the compiler's message; `[ops] build = false` in the recipe leaves the op library out"

@@ -15,12 +15,14 @@ from typing import Callable
 from packaging.utils import canonicalize_name
 
 from retfwheel.elf import ElfInfo, read_elf
-from retfwheel.archive import MemberView, read_content
+from retfwheel.archive import Archive, MemberView, read_content
 from retfwheel.errors import RecipeError, WheelFormatError
 from retfwheel.injection import bootstrap_block, inject, InjectionError
 from retfwheel.lock import fetch_locked
+from retfwheel.oplib import LIBRARY_DIR, build_info, compile_library, python_files
 from retfwheel.plan import (
     BOOTSTRAP_MODULE,
+    BuildOps,
     DEPS_DIR,
     PACKAGE,
     SCRIPTS_MODULE,
@@ -58,7 +60,9 @@ class _Vendored:
     notes: list[str]
 
 
-def materialize(plan: BuildPlan, recipe: Recipe, cache: Path, target_python: Path | None, progress: Progress) -> Materialized:
+def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, target_python: Path | None,
+                progress: Progress) -> Materialized:
+    """Run the plan's steps; ``archive`` is the input wheel."""
     members: list[CopyMember | NewMember] = []
     elves: list[ElfInfo] = []
     notes: list[str] = []
@@ -78,12 +82,28 @@ def materialize(plan: BuildPlan, recipe: Recipe, cache: Path, target_python: Pat
             members += vendored.members
             elves += vendored.elves
             notes += vendored.notes
+        elif isinstance(step, BuildOps):
+            ops_members, ops_elf, note = _build_ops(plan, step, archive, cache, progress)
+            members += ops_members
+            elves.append(ops_elf)
+            notes.append(note)
         elif isinstance(step, InjectBootstrap):
             runtime_step = next((s for s in plan.steps if isinstance(s, VendorRuntime)), None)
-            config = _bootstrap_config(plan, step, runtime_step, runtime, vendored)
+            config = _bootstrap_config(plan, step, runtime_step, runtime, vendored, elves)
             members += _bootstrap_members(plan, step, config, vendored)
             notes.append(f"bootstrap injected into {step.init_name} ({BOOTSTRAP_MODULE})")
     return Materialized(tuple(members), tuple(elves), tuple(notes), runtime)
+
+
+def _build_ops(plan: BuildPlan, step: BuildOps, archive: Archive, cache: Path, progress: Progress):
+    data, identity = compile_library(archive, plan.input_sha256, step.flags, step.builder, step.compiler, step.suite, cache, progress)
+    name = f"{LIBRARY_DIR}/_retf_ops.so"
+    members = [NewMember(path, content) for path, content in python_files().items()]
+    members.append(NewMember(name, data, executable=True))
+    members.append(NewMember(f"{LIBRARY_DIR}/_build_info.json", build_info(plan.tensorflow_version, identity, step.flags)))
+    elf = read_elf(name, MemberView(iter([data]), len(data)))
+    return members, elf, f"built the retf op library ({name}) with {identity}, -std={step.flags.std}, " \
+                         f"_GLIBCXX_USE_CXX11_ABI={step.flags.cxx11_abi}, EIGEN_MAX_ALIGN_BYTES={step.flags.eigen_align}"
 
 
 def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, target_python: Path | None, progress: Progress) -> _Vendored:
@@ -170,10 +190,10 @@ def _renamed(elf: ElfInfo, path: str) -> ElfInfo:
 
 
 def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: VendorRuntime | None,
-                      runtime: ElfInfo | None, vendored: _Vendored | None) -> dict:
+                      runtime: ElfInfo | None, vendored: _Vendored | None, built: list[ElfInfo]) -> dict:
     config: dict = {"label": f"{plan.name} {plan.version}", "conflicts": step.conflicts}
     if runtime_step and runtime:
-        needed = runtime_step.needed
+        needed = max([runtime_step.needed] + [e.newest("GLIBCXX") for e in built if e is not runtime and e.newest("GLIBCXX")])
         if runtime_step.spec.vendor == "always":
             needed = max(needed, runtime.newest_provided("GLIBCXX") or needed)
         config["libstdcxx"] = runtime_step.dest

@@ -81,6 +81,16 @@ class VendorDependencies:
 
 
 @dataclass(frozen=True)
+class BuildOps:
+    """Compile the retf op library against the input's headers and ship it as the `retf` package."""
+
+    flags: object  # oplib.OpFlags, derived from the wheel by the read stage
+    builder: str
+    compiler: str
+    suite: str
+
+
+@dataclass(frozen=True)
 class InjectBootstrap:
     """Patch tensorflow/__init__.py to call the bootstrap first; route console scripts through it."""
 
@@ -124,7 +134,8 @@ class BuildPlan:
         return not self.steps
 
 
-def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_version: str, lock: Lock | None = None) -> BuildPlan:
+def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_version: str, lock: Lock | None = None,
+              op_flags: object | None = None) -> BuildPlan:
     """Decide the whole output of `retfwheel build` from the read stage's results."""
     wheel = inspection.wheel
     if inspection.processed is not None:
@@ -140,7 +151,11 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
     dist_info = f"{stem}.dist-info"
     renames = {f"{wheel.dist_info}/": f"{dist_info}/", f"{wheel.data_dir}/": f"{stem}.data/"}
 
-    steps: list[object] = [runtime] if runtime else []
+    steps: list[object] = []
+    if recipe.ops.build:
+        steps.append(BuildOps(op_flags, recipe.ops.builder, recipe.ops.compiler, recipe.ops.suite))
+    if runtime:
+        steps.append(runtime)
     drop_requirements: set[str] = set()
     if recipe.deps and recipe.deps.vendor:
         if lock is None:

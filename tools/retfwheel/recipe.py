@@ -84,6 +84,16 @@ class DepsSpec:
 
 
 @dataclass(frozen=True)
+class OpsSpec:
+    """The retf op library ([ops])."""
+
+    build: bool
+    builder: str  # "host": this machine's compiler; "debian-root": g++ in a debootstrapped Debian root
+    compiler: str = "g++"
+    suite: str = "bullseye"
+
+
+@dataclass(frozen=True)
 class EnvironmentSpec:
     """The old user environment a produced wheel is verified in ([environment])."""
 
@@ -105,6 +115,7 @@ class Recipe:
     deps: DepsSpec | None = None
     conflicts: str = "error"  # [bootstrap] conflicts: a vendored module already imported elsewhere
     environment: EnvironmentSpec | None = None
+    ops: OpsSpec = OpsSpec(False, "host")
 
 
 def load_recipe(path: Path) -> Recipe:
@@ -234,7 +245,7 @@ def _tag_list(value: Any) -> tuple[str, ...]:
 def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
     c = _Checker(path)
-    c.unknown(data, ("description", "target", "input", "output", "libstdcxx", "deps", "bootstrap", "environment"), "top level:")
+    c.unknown(data, ("description", "target", "input", "output", "libstdcxx", "deps", "bootstrap", "environment", "ops"), "top level:")
     t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
     python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
     implementation = c.get(t, "target", "implementation", _string(re.compile(r"^cp$"), '"cp" (CPython)'), "cp")
@@ -260,6 +271,13 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     b = c.table(data, "bootstrap", ("conflicts",), required=False)
     conflicts = c.get(b, "bootstrap", "conflicts", _choice("error", "warn"), "error")
     environment = _environment_spec(c, data)
+    o2 = c.table(data, "ops", ("build", "builder", "compiler", "suite"), required=False)
+    ops = OpsSpec(
+        bool(c.get(o2, "ops", "build", _boolean, True)) if o2 else False,
+        c.get(o2, "ops", "builder", _choice("host", "debian-root"), "host") or "host",
+        c.get(o2, "ops", "compiler", _string(None, "a compiler command"), "g++") or "g++",
+        c.get(o2, "ops", "suite", _string(re.compile(r"^[a-z]+$"), "a Debian suite"), "bullseye") or "bullseye",
+    )
 
     if c.problems:
         raise RecipeError(c.problems)
@@ -275,6 +293,7 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         deps=deps,
         conflicts=conflicts,
         environment=environment,
+        ops=ops,
     )
 
 

@@ -122,6 +122,13 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
         else:
             checks.append(_status("GLIBCXX_3.4.29 extension after import", extension.get("loaded") is True,
                                   f"std::to_chars gave {extension.get('output')!r}" if extension.get("loaded") else extension.get("error", "")))
+        ops = report.get("ops", {})
+        if not ops.get("present"):
+            checks.append(Check("op library sparse update", "n/a" if wheel.archive.member("retf/__init__.py") is None else "FAIL",
+                                ops.get("error", "the wheel ships no retf op library")))
+        else:
+            checks.append(_status("op library sparse update", ops.get("ok") is True,
+                                  f"fused lazy Adam on duplicated rows, max error {ops.get('max_error'):.2e} vs NumPy"))
     for script in scripts:
         progress(f"running {script}")
         result = _python(env, [str(Path(script).resolve())], emulate=True)

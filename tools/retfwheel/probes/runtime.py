@@ -41,4 +41,26 @@ try:
     report["extension"] = {"loaded": True, "output": buffer.raw[:length].decode()}
 except OSError as error:
     report["extension"] = {"loaded": False, "error": str(error)}
+
+try:
+    import numpy as np
+    import retf.ops
+except ImportError as error:
+    report["ops"] = {"present": False, "error": str(error)}
+else:
+    var = tf.Variable(np.ones((8, 4), np.float32))
+    m = tf.Variable(np.zeros((8, 4), np.float32))
+    v = tf.Variable(np.zeros((8, 4), np.float32))
+    grad = np.full((3, 4), 0.5, np.float32)
+    indices = np.array([1, 5, 1], np.int64)  # row 1 twice: the kernel sums duplicates
+    retf.ops.sparse_apply_adam(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8, grad, indices)
+    dense = np.zeros((8, 4), np.float32)
+    np.add.at(dense, indices, grad)
+    m_ref, v_ref = 0.1 * dense, 0.001 * dense ** 2
+    step = 0.1 * np.sqrt(1 - 0.999) / (1 - 0.9)
+    expected = np.ones((8, 4), np.float32)
+    touched = sorted(set(indices.tolist()))
+    expected[touched] -= step * m_ref[touched] / (np.sqrt(v_ref[touched]) + 1e-8)
+    error = float(np.max(np.abs(var.numpy() - expected)))
+    report["ops"] = {"present": True, "max_error": error, "ok": error < 1e-5}
 print(json.dumps(report))

@@ -1,0 +1,227 @@
+/* OpKernels of Retf>EmbeddingLookupSparse, Retf>ResourceEmbeddingLookupSparse and
+   Retf>EmbeddingLookupSparseGrad. */
+
+// Before any Eigen header: the variable helpers run Eigen expressions on the CPU thread pool.
+#define EIGEN_USE_THREADS
+
+#include "embedding_lookup_sparse_kernels.h"
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/kernels/training_op_helpers.h"
+#include "tensorflow/core/lib/core/errors.h"
+
+namespace tensorflow {
+namespace {
+
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+retf::Combiner ParseCombiner(const std::string& name) {
+  if (name == "sum") return retf::Combiner::kSum;
+  if (name == "sqrtn") return retf::Combiner::kSqrtN;
+  return retf::Combiner::kMean;  // the op's attr admits only these three
+}
+
+// The ids, segment ids and optional weights shared by the forward and the gradient op.
+template <typename T, typename Tseg>
+struct SparseBatch {
+  const Tensor* ids = nullptr;
+  const Tensor* segment_ids = nullptr;
+  const T* weights = nullptr;  // null: unweighted
+  int64 nnz = 0;
+  int64 num_segments = 0;  // max(segment_ids) + 1
+};
+
+template <typename T, typename Tseg>
+Status ReadSparseBatch(OpKernelContext* ctx, int first_input, SparseBatch<T, Tseg>* batch) {
+  batch->ids = &ctx->input(first_input);
+  batch->segment_ids = &ctx->input(first_input + 1);
+  if (!TensorShapeUtils::IsVector(batch->ids->shape())) {
+    return errors::InvalidArgument("ids must be 1-D, got shape ", batch->ids->shape().DebugString());
+  }
+  batch->nnz = batch->ids->dim_size(0);
+  if (!TensorShapeUtils::IsVector(batch->segment_ids->shape()) ||
+      batch->segment_ids->dim_size(0) != batch->nnz) {
+    return errors::InvalidArgument("segment_ids must be a vector of ", batch->nnz,
+                                   " elements like ids, got shape ",
+                                   batch->segment_ids->shape().DebugString());
+  }
+  const Tensor& weights = ctx->input(first_input + 2);
+  if (!TensorShapeUtils::IsVector(weights.shape()) ||
+      (weights.dim_size(0) != batch->nnz && weights.dim_size(0) != 0)) {
+    return errors::InvalidArgument("weights must be a vector of ", batch->nnz,
+                                   " elements like ids, or empty for unweighted; got shape ",
+                                   weights.shape().DebugString());
+  }
+  if (weights.dim_size(0) > 0) batch->weights = weights.template flat<T>().data();
+  const auto segment_ids = batch->segment_ids->template flat<Tseg>();
+  for (int64 j = 0; j < batch->nnz; ++j) {
+    if (segment_ids(j) < 0) {
+      return errors::InvalidArgument("segment_ids[", j, "] = ", segment_ids(j), " is negative");
+    }
+    if (j > 0 && segment_ids(j) < segment_ids(j - 1)) {
+      return errors::InvalidArgument("segment_ids must be sorted ascending (sp_ids.indices in "
+                                     "row-major order): segment_ids[", j, "] = ", segment_ids(j),
+                                     " follows segment_ids[", j - 1, "] = ", segment_ids(j - 1));
+    }
+  }
+  batch->num_segments = batch->nnz == 0 ? 0 : static_cast<int64>(segment_ids(batch->nnz - 1)) + 1;
+  return Status::OK();
+}
+
+template <typename Tidx>
+Status CheckIds(const Tensor& ids, int64 num_rows) {
+  const auto flat = ids.flat<Tidx>();
+  for (int64 j = 0; j < flat.size(); ++j) {
+    if (flat(j) < 0 || static_cast<int64>(flat(j)) >= num_rows) {
+      return errors::InvalidArgument("ids[", j, "] = ", flat(j), " is not in [0, ", num_rows,
+                                     "): params has ", num_rows, " rows");
+    }
+  }
+  return Status::OK();
+}
+
+template <typename T, typename Tidx, typename Tseg, bool kResource>
+class EmbeddingLookupSparseOp : public OpKernel {
+ public:
+  explicit EmbeddingLookupSparseOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string combiner;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("combiner", &combiner));
+    combiner_ = ParseCombiner(combiner);
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    if (!kResource) {
+      Combine(ctx, ctx->input(0));
+      return;
+    }
+    core::RefCountPtr<Var> variable;
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &variable));
+    OP_REQUIRES_OK(ctx, EnsureSparseVariableAccess<CPUDevice, T>(ctx, variable.get()));
+    // Held for the whole lookup, as ResourceGather does, instead of copying the table.
+    tf_shared_lock lock(*variable->mu());
+    const Tensor* params = variable->tensor();
+    OP_REQUIRES(ctx, params->IsInitialized(),
+                errors::FailedPrecondition("params variable is not initialized: ", requested_input(0)));
+    OP_REQUIRES(ctx, params->dtype() == DataTypeToEnum<T>::v(),
+                errors::InvalidArgument("params variable holds ", DataTypeString(params->dtype()),
+                                        ", the op was given T=", DataTypeString(DataTypeToEnum<T>::v())));
+    Combine(ctx, *params);
+  }
+
+ private:
+  void Combine(OpKernelContext* ctx, const Tensor& params) {
+    OP_REQUIRES(ctx, TensorShapeUtils::IsMatrix(params.shape()),
+                errors::InvalidArgument("params must be 2-D [rows, dim], got shape ",
+                                        params.shape().DebugString()));
+    SparseBatch<T, Tseg> batch;
+    OP_REQUIRES_OK(ctx, ReadSparseBatch(ctx, 1, &batch));
+    OP_REQUIRES_OK(ctx, CheckIds<Tidx>(*batch.ids, params.dim_size(0)));
+    const int64 dim = params.dim_size(1);
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch.num_segments, dim}), &output));
+    if (batch.num_segments == 0 || dim == 0) return;
+    retf::Segments<T> segments;
+    retf::MakeSegments(batch.segment_ids->template flat<Tseg>().data(), batch.weights, batch.nnz,
+                       batch.num_segments, combiner_, &segments);
+    retf::functor::EmbeddingLookupSparse<T, Tidx>()(
+        ctx->device()->tensorflow_cpu_worker_threads()->workers, params.flat<T>().data(), dim,
+        batch.ids->template flat<Tidx>().data(), batch.weights, segments, output->flat<T>().data());
+  }
+
+  retf::Combiner combiner_;
+};
+
+template <typename T, typename Tidx, typename Tseg>
+class EmbeddingLookupSparseGradOp : public OpKernel {
+ public:
+  explicit EmbeddingLookupSparseGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string combiner;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("combiner", &combiner));
+    combiner_ = ParseCombiner(combiner);
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& grad = ctx->input(0);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsMatrix(grad.shape()),
+                errors::InvalidArgument("grad must be 2-D [segments, dim], got shape ",
+                                        grad.shape().DebugString()));
+    SparseBatch<T, Tseg> batch;
+    OP_REQUIRES_OK(ctx, ReadSparseBatch(ctx, 1, &batch));
+    OP_REQUIRES(ctx, batch.num_segments <= grad.dim_size(0),
+                errors::InvalidArgument("grad has ", grad.dim_size(0), " rows but segment_ids go up to ",
+                                        batch.num_segments - 1));
+    const int64 dim = grad.dim_size(1);
+    OP_REQUIRES(ctx, batch.nnz <= retf::kMaxGroupedIndices,
+                errors::InvalidArgument("at most ", retf::kMaxGroupedIndices, " ids per call, got ", batch.nnz));
+    thread::ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    // Kept per thread so its buffers are reused from step to step.
+    static thread_local retf::IndexGroups<Tidx> groups;
+    const auto ids = batch.ids->template flat<Tidx>();
+    int64 id_bound = 0;
+    for (int64 j = 0; j < batch.nnz; ++j) {
+      OP_REQUIRES(ctx, ids(j) >= 0, errors::InvalidArgument("ids[", j, "] = ", ids(j), " is negative"));
+      id_bound = std::max(id_bound, static_cast<int64>(ids(j)) + 1);
+    }
+    retf::GroupIndices(ids.data(), batch.nnz, id_bound, &groups,
+                       [pool](int64 count, int64 cost, const std::function<void(int64, int64)>& fn) {
+                         pool->ParallelFor(count, cost, fn);
+                       });
+    const int64 num_unique = groups.size();
+    Tensor* unique_ids = nullptr;
+    Tensor* values = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({num_unique}), &unique_ids));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({num_unique, dim}), &values));
+    std::copy(groups.unique.begin(), groups.unique.end(), unique_ids->flat<Tidx>().data());
+    if (num_unique == 0 || dim == 0) return;
+    retf::Segments<T> segments;
+    const Tseg* segment_ids = batch.segment_ids->template flat<Tseg>().data();
+    retf::MakeSegments(segment_ids, batch.weights, batch.nnz, batch.num_segments, combiner_, &segments);
+    retf::functor::EmbeddingLookupSparseGrad<T, Tidx, Tseg>()(
+        pool, grad.flat<T>().data(), dim, segment_ids, batch.weights, segments, groups, values->flat<T>().data());
+  }
+
+ private:
+  retf::Combiner combiner_;
+};
+
+#define RETF_REGISTER_KERNELS(T, Tidx, Tseg)                                                   \
+  REGISTER_KERNEL_BUILDER(Name("Retf>EmbeddingLookupSparse")                                   \
+                              .Device(DEVICE_CPU)                                              \
+                              .TypeConstraint<T>("T")                                          \
+                              .TypeConstraint<Tidx>("Tidx")                                    \
+                              .TypeConstraint<Tseg>("Tsegmentids"),                            \
+                          EmbeddingLookupSparseOp<T, Tidx, Tseg, false>);                      \
+  REGISTER_KERNEL_BUILDER(Name("Retf>ResourceEmbeddingLookupSparse")                           \
+                              .Device(DEVICE_CPU)                                              \
+                              .TypeConstraint<T>("T")                                          \
+                              .TypeConstraint<Tidx>("Tidx")                                    \
+                              .TypeConstraint<Tseg>("Tsegmentids"),                            \
+                          EmbeddingLookupSparseOp<T, Tidx, Tseg, true>);                       \
+  REGISTER_KERNEL_BUILDER(Name("Retf>EmbeddingLookupSparseGrad")                               \
+                              .Device(DEVICE_CPU)                                              \
+                              .TypeConstraint<T>("T")                                          \
+                              .TypeConstraint<Tidx>("Tidx")                                    \
+                              .TypeConstraint<Tseg>("Tsegmentids"),                            \
+                          EmbeddingLookupSparseGradOp<T, Tidx, Tseg>);
+
+#define RETF_REGISTER_FOR_TYPE(T)           \
+  RETF_REGISTER_KERNELS(T, int32, int32);   \
+  RETF_REGISTER_KERNELS(T, int32, int64);   \
+  RETF_REGISTER_KERNELS(T, int64, int32);   \
+  RETF_REGISTER_KERNELS(T, int64, int64);
+
+RETF_REGISTER_FOR_TYPE(float);
+RETF_REGISTER_FOR_TYPE(double);
+
+#undef RETF_REGISTER_FOR_TYPE
+#undef RETF_REGISTER_KERNELS
+
+}  // namespace
+}  // namespace tensorflow

@@ -1,0 +1,113 @@
+/* Fused sparse embedding combine and its gradient: the functors behind
+   Retf>EmbeddingLookupSparse and Retf>EmbeddingLookupSparseGrad. */
+
+#ifndef RETF_OPS_CC_KERNELS_EMBEDDING_LOOKUP_SPARSE_KERNELS_H_
+#define RETF_OPS_CC_KERNELS_EMBEDDING_LOOKUP_SPARSE_KERNELS_H_
+
+#include <cmath>
+#include <vector>
+
+#include "index_groups.h"
+#include "tensorflow/core/platform/threadpool.h"
+
+namespace retf {
+
+enum class Combiner { kSum, kMean, kSqrtN };
+
+// segment_starts[s] .. segment_starts[s + 1] are the entries of segment s (ids sorted by
+// segment); scale[s] is what the combiner multiplies that segment's weighted sum by.
+template <typename T>
+struct Segments {
+  std::vector<int64_t> starts;
+  std::vector<T> scale;
+  int64_t size() const { return static_cast<int64_t>(starts.size()) - 1; }
+};
+
+// Fills segments from sorted segment ids. Matches tf.compat.v1.nn.embedding_lookup_sparse:
+// weighted mean/sqrtn divide with div_no_nan (zero total -> zero row), unweighted ones by the
+// entry count (empty segment -> zero row).
+template <typename T, typename Tseg>
+void MakeSegments(const Tseg* segment_ids, const T* weights, int64_t nnz, int64_t num_segments,
+                  Combiner combiner, Segments<T>* segments) {
+  segments->starts.assign(num_segments + 1, nnz);
+  segments->scale.assign(num_segments, T(1));
+  int64_t next = 0;
+  for (int64_t j = 0; j < nnz; ++j) {
+    while (next <= static_cast<int64_t>(segment_ids[j])) segments->starts[next++] = j;
+  }
+  if (combiner == Combiner::kSum) return;
+  for (int64_t s = 0; s < num_segments; ++s) {
+    T total = T(0);
+    for (int64_t j = segments->starts[s]; j < segments->starts[s + 1]; ++j) {
+      const T w = weights == nullptr ? T(1) : weights[j];
+      total += combiner == Combiner::kMean ? w : w * w;
+    }
+    if (combiner == Combiner::kSqrtN) total = std::sqrt(total);
+    segments->scale[s] = total == T(0) ? T(0) : T(1) / total;
+  }
+}
+
+namespace functor {
+
+// output[s] = scale[s] * sum_j weights[j] * params[ids[j]] over the entries of segment s.
+template <typename T, typename Tidx>
+struct EmbeddingLookupSparse {
+  void operator()(tensorflow::thread::ThreadPool* pool, const T* params, int64_t dim,
+                  const Tidx* ids, const T* weights, const Segments<T>& segments, T* output) const {
+    auto combine = [&](int64_t begin, int64_t end) {
+      for (int64_t s = begin; s < end; ++s) {
+        T* out = output + s * dim;
+        for (int64_t d = 0; d < dim; ++d) out[d] = T(0);
+        for (int64_t j = segments.starts[s]; j < segments.starts[s + 1]; ++j) {
+          const T* row = params + static_cast<int64_t>(ids[j]) * dim;
+          if (weights == nullptr) {
+            for (int64_t d = 0; d < dim; ++d) out[d] += row[d];
+          } else {
+            const T w = weights[j];
+            for (int64_t d = 0; d < dim; ++d) out[d] += w * row[d];
+          }
+        }
+        const T scale = segments.scale[s];
+        if (scale != T(1)) {
+          for (int64_t d = 0; d < dim; ++d) out[d] *= scale;
+        }
+      }
+    };
+    const int64_t num_segments = segments.size();
+    if (num_segments == 0) return;
+    const int64_t per_segment = segments.starts[num_segments] / num_segments + 1;
+    pool->ParallelFor(num_segments, dim * (2 * per_segment + 1) + 8, combine);
+  }
+};
+
+// values[u] = sum over the entries j of id unique[u] of
+//   weights[j] * scale[segment_ids[j]] * grad[segment_ids[j]].
+template <typename T, typename Tidx, typename Tseg>
+struct EmbeddingLookupSparseGrad {
+  void operator()(tensorflow::thread::ThreadPool* pool, const T* grad, int64_t dim,
+                  const Tseg* segment_ids, const T* weights, const Segments<T>& segments,
+                  const IndexGroups<Tidx>& groups, T* values) const {
+    auto accumulate = [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        T* out = values + u * dim;
+        for (int64_t d = 0; d < dim; ++d) out[d] = T(0);
+        for (int32_t k = groups.offsets[u]; k < groups.offsets[u + 1]; ++k) {
+          const int64_t j = groups.positions[k];
+          const int64_t s = static_cast<int64_t>(segment_ids[j]);
+          const T c = weights == nullptr ? segments.scale[s] : weights[j] * segments.scale[s];
+          const T* g = grad + s * dim;
+          for (int64_t d = 0; d < dim; ++d) out[d] += c * g[d];
+        }
+      }
+    };
+    const int64_t num_groups = groups.size();
+    if (num_groups == 0) return;
+    const int64_t per_group = static_cast<int64_t>(groups.positions.size()) / num_groups + 1;
+    pool->ParallelFor(num_groups, dim * (2 * per_group + 1) + 8, accumulate);
+  }
+};
+
+}  // namespace functor
+}  // namespace retf
+
+#endif  // RETF_OPS_CC_KERNELS_EMBEDDING_LOOKUP_SPARSE_KERNELS_H_

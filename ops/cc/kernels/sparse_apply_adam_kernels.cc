@@ -1,0 +1,141 @@
+/* OpKernels of Retf>SparseApplyAdam (resource variables) and Retf>SparseApplyAdamRef. */
+
+// Before any Eigen header: the variable helpers run Eigen expressions on the CPU thread pool.
+#define EIGEN_USE_THREADS
+
+#include "sparse_apply_adam_kernels.h"
+
+#include <cmath>
+#include <functional>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/register_types.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/kernels/training_op_helpers.h"
+#include "tensorflow/core/lib/core/errors.h"
+
+namespace tensorflow {
+namespace {
+
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+// Checks every index against [0, num_rows), naming the first bad one, then groups them.
+template <typename Tindex>
+Status GroupCheckedIndices(OpKernelContext* ctx, const Tensor& indices, int64 num_rows,
+                           retf::IndexGroups<Tindex>* groups) {
+  const auto flat = indices.flat<Tindex>();
+  if (flat.size() > retf::kMaxGroupedIndices) {
+    return errors::InvalidArgument("at most ", retf::kMaxGroupedIndices, " indices per call, got ", flat.size());
+  }
+  for (int64 i = 0; i < flat.size(); ++i) {
+    const Tindex index = flat(i);
+    if (index < 0 || static_cast<int64>(index) >= num_rows) {
+      return errors::InvalidArgument("indices[", i, "] = ", index, " is not in [0, ", num_rows,
+                                     "): the variable has ", num_rows, " rows");
+    }
+  }
+  thread::ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  retf::GroupIndices(flat.data(), flat.size(), num_rows, groups,
+                     [pool](int64 count, int64 cost, const std::function<void(int64, int64)>& fn) {
+                       pool->ParallelFor(count, cost, fn);
+                     });
+  return Status::OK();
+}
+
+Status CheckScalar(OpKernelContext* ctx, int input, const char* name) {
+  const Tensor& t = ctx->input(input);
+  if (!TensorShapeUtils::IsScalar(t.shape())) {
+    return errors::InvalidArgument(name, " must be a scalar, got shape ", t.shape().DebugString());
+  }
+  return Status::OK();
+}
+
+template <typename T, typename Tindex>
+class SparseApplyAdamOp : public OpKernel {
+ public:
+  explicit SparseApplyAdamOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("use_locking", &use_exclusive_lock_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    // Same discipline as TensorFlow's own sparse training ops: locks taken in address order,
+    // a shared lock on resource variables unless use_locking asks for an exclusive one.
+    auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_,
+                                                                     /*sparse=*/true, {0, 1, 2});
+    Tensor var, m, v;
+    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 0, use_exclusive_lock_, true, &var));
+    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 1, use_exclusive_lock_, true, &m));
+    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 2, use_exclusive_lock_, true, &v));
+    OP_REQUIRES(ctx, var.IsInitialized() && m.IsInitialized() && v.IsInitialized(),
+                errors::FailedPrecondition("Attempting to use uninitialized variables: ",
+                                           requested_input(0), ", ", requested_input(1), ", ",
+                                           requested_input(2)));
+    OP_REQUIRES(ctx, var.shape().IsSameSize(m.shape()) && var.shape().IsSameSize(v.shape()),
+                errors::InvalidArgument("var, m and v must have the same shape, got ",
+                                        var.shape().DebugString(), ", ", m.shape().DebugString(),
+                                        " and ", v.shape().DebugString()));
+    OP_REQUIRES(ctx, TensorShapeUtils::IsVectorOrHigher(var.shape()),
+                errors::InvalidArgument("var must be at least 1-D, got shape ", var.shape().DebugString()));
+    static const char* const kScalarNames[] = {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"};
+    for (int i = 0; i < 6; ++i) OP_REQUIRES_OK(ctx, CheckScalar(ctx, 3 + i, kScalarNames[i]));
+
+    const Tensor& grad = ctx->input(9);
+    const Tensor& indices = ctx->input(10);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsVector(indices.shape()),
+                errors::InvalidArgument("indices must be 1-D, got shape ", indices.shape().DebugString()));
+    const int64 num_updates = indices.dim_size(0);
+    OP_REQUIRES(ctx, grad.dims() == var.dims() && grad.dim_size(0) == num_updates,
+                errors::InvalidArgument("grad must have shape [", num_updates,
+                                        ", <var row shape>] with one row per index, got ",
+                                        grad.shape().DebugString(), " for var ", var.shape().DebugString()));
+    for (int d = 1; d < var.dims(); ++d) {
+      OP_REQUIRES(ctx, grad.dim_size(d) == var.dim_size(d),
+                  errors::InvalidArgument("grad rows must have var's row shape: grad ",
+                                          grad.shape().DebugString(), " vs var ", var.shape().DebugString()));
+    }
+
+    const int64 num_rows = var.dim_size(0);
+    // Kept per thread so its buffers are reused from step to step.
+    static thread_local retf::IndexGroups<Tindex> groups;
+    OP_REQUIRES_OK(ctx, GroupCheckedIndices(ctx, indices, num_rows, &groups));
+    if (num_updates > 0 && num_rows > 0) {
+      const T beta1_power = ctx->input(3).scalar<T>()();
+      const T beta2_power = ctx->input(4).scalar<T>()();
+      retf::functor::AdamCoefficients<T> k;
+      k.lr = ctx->input(5).scalar<T>()() * (std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power));
+      k.beta1 = ctx->input(6).scalar<T>()();
+      k.beta2 = ctx->input(7).scalar<T>()();
+      k.epsilon = ctx->input(8).scalar<T>()();
+      const int64 row_size = var.NumElements() / num_rows;
+      retf::functor::SparseApplyAdam<T, Tindex>()(
+          ctx->device()->tensorflow_cpu_worker_threads()->workers, var.flat<T>().data(),
+          m.flat<T>().data(), v.flat<T>().data(), grad.flat<T>().data(), row_size, groups, k);
+    }
+    if (IsRefType(ctx->input_dtype(0))) ctx->forward_ref_input_to_ref_output(0, 0);
+  }
+
+ private:
+  bool use_exclusive_lock_;
+};
+
+#define RETF_REGISTER_KERNELS(T, Tindex)                                         \
+  REGISTER_KERNEL_BUILDER(Name("Retf>SparseApplyAdam")                           \
+                              .Device(DEVICE_CPU)                                \
+                              .TypeConstraint<T>("T")                            \
+                              .TypeConstraint<Tindex>("Tindices"),               \
+                          SparseApplyAdamOp<T, Tindex>);                         \
+  REGISTER_KERNEL_BUILDER(Name("Retf>SparseApplyAdamRef")                        \
+                              .Device(DEVICE_CPU)                                \
+                              .TypeConstraint<T>("T")                            \
+                              .TypeConstraint<Tindex>("Tindices"),               \
+                          SparseApplyAdamOp<T, Tindex>);
+
+RETF_REGISTER_KERNELS(float, int32);
+RETF_REGISTER_KERNELS(float, int64);
+RETF_REGISTER_KERNELS(double, int32);
+RETF_REGISTER_KERNELS(double, int64);
+
+#undef RETF_REGISTER_KERNELS
+
+}  // namespace
+}  // namespace tensorflow

@@ -1,0 +1,164 @@
+/* Op registrations of the retf op library: interfaces and shape functions only. */
+
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tensorflow {
+
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+// The shape of the variable behind a resource input; unknown when the handle carries none.
+ShapeHandle ResourceShape(InferenceContext* c, int input) {
+  const auto* handle_data = c->input_handle_shapes_and_types(input);
+  if (handle_data != nullptr && !handle_data->empty() && (*handle_data)[0].dtype != DT_INVALID) {
+    return (*handle_data)[0].shape;
+  }
+  return c->UnknownShape();
+}
+
+Status SparseApplyAdamShape(InferenceContext* c, bool is_resource) {
+  ShapeHandle var = is_resource ? ResourceShape(c, 0) : c->input(0);
+  TF_RETURN_IF_ERROR(c->Merge(var, is_resource ? ResourceShape(c, 1) : c->input(1), &var));
+  TF_RETURN_IF_ERROR(c->Merge(var, is_resource ? ResourceShape(c, 2) : c->input(2), &var));
+  ShapeHandle unused;
+  for (int i = 3; i <= 8; ++i) {  // beta1_power .. epsilon
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
+  }
+  ShapeHandle grad = c->input(9);
+  ShapeHandle indices;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(10), 1, &indices));
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(grad, 1, &grad));
+  DimensionHandle num_updates;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(indices, 0), c->Dim(grad, 0), &num_updates));
+  if (c->RankKnown(var)) {
+    TF_RETURN_IF_ERROR(c->WithRankAtLeast(var, 1, &var));
+    ShapeHandle var_row, grad_row;
+    TF_RETURN_IF_ERROR(c->Subshape(var, 1, &var_row));
+    TF_RETURN_IF_ERROR(c->Subshape(grad, 1, &grad_row));
+    TF_RETURN_IF_ERROR(c->Merge(var_row, grad_row, &var_row));
+    TF_RETURN_IF_ERROR(c->Concatenate(c->Vector(c->Dim(var, 0)), var_row, &var));
+  }
+  if (!is_resource) c->set_output(0, var);
+  return Status::OK();
+}
+
+// ids and segment_ids are parallel vectors of length nnz; weights is one too, or empty
+// (unweighted).
+Status CheckSparseIds(InferenceContext* c, int ids_input) {
+  ShapeHandle ids, segment_ids, weights;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(ids_input), 1, &ids));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(ids_input + 1), 1, &segment_ids));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(ids_input + 2), 1, &weights));
+  DimensionHandle nnz;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(ids, 0), c->Dim(segment_ids, 0), &nnz));
+  return Status::OK();
+}
+
+Status EmbeddingLookupSparseShape(InferenceContext* c, bool is_resource) {
+  ShapeHandle params;
+  TF_RETURN_IF_ERROR(c->WithRank(is_resource ? ResourceShape(c, 0) : c->input(0), 2, &params));
+  TF_RETURN_IF_ERROR(CheckSparseIds(c, 1));
+  // One row per segment up to the largest segment id, as tf.math.segment_sum gives.
+  c->set_output(0, c->Matrix(c->UnknownDim(), c->Dim(params, 1)));
+  return Status::OK();
+}
+
+Status EmbeddingLookupSparseGradShape(InferenceContext* c) {
+  ShapeHandle grad;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &grad));
+  TF_RETURN_IF_ERROR(CheckSparseIds(c, 1));
+  DimensionHandle num_unique = c->UnknownDim();
+  c->set_output(0, c->Vector(num_unique));
+  c->set_output(1, c->Matrix(num_unique, c->Dim(grad, 1)));
+  return Status::OK();
+}
+
+}  // namespace
+
+#define RETF_SPARSE_APPLY_ADAM_INPUTS       \
+  Input("beta1_power: T")                   \
+      .Input("beta2_power: T")              \
+      .Input("lr: T")                       \
+      .Input("beta1: T")                    \
+      .Input("beta2: T")                    \
+      .Input("epsilon: T")                  \
+      .Input("grad: T")                     \
+      .Input("indices: Tindices")           \
+      .Attr("T: {float, double}")           \
+      .Attr("Tindices: {int32, int64}")     \
+      .Attr("use_locking: bool = false")
+
+// Lazy Adam on the rows of resource variables var, m and v named by indices.
+//
+// Rows named more than once have their gradients summed first. For each touched row:
+// m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) * g^2;
+// var -= lr * (sqrt(1 - beta2_power) / (1 - beta1_power)) * m / (sqrt(v) + epsilon).
+// Untouched rows, and their m and v, are left as they are.
+REGISTER_OP("Retf>SparseApplyAdam")
+    .Input("var: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .RETF_SPARSE_APPLY_ADAM_INPUTS
+    .SetShapeFn([](InferenceContext* c) { return SparseApplyAdamShape(c, true); });
+
+// Retf>SparseApplyAdam on reference variables; out is var.
+REGISTER_OP("Retf>SparseApplyAdamRef")
+    .Input("var: Ref(T)")
+    .Input("m: Ref(T)")
+    .Input("v: Ref(T)")
+    .RETF_SPARSE_APPLY_ADAM_INPUTS
+    .Output("out: Ref(T)")
+    .SetShapeFn([](InferenceContext* c) { return SparseApplyAdamShape(c, false); });
+
+#undef RETF_SPARSE_APPLY_ADAM_INPUTS
+
+#define RETF_EMBEDDING_LOOKUP_SPARSE_INPUTS              \
+  Input("ids: Tidx")                                     \
+      .Input("segment_ids: Tsegmentids")                 \
+      .Input("weights: T")                 \
+      .Output("output: T")                               \
+      .Attr("combiner: {'sum', 'mean', 'sqrtn'} = 'mean'") \
+      .Attr("T: {float, double}")                        \
+      .Attr("Tidx: {int32, int64} = DT_INT64")           \
+      .Attr("Tsegmentids: {int32, int64} = DT_INT64")
+
+// Combined embeddings of a sparse batch, fused: output[s] combines params[ids[j]] over the j
+// with segment_ids[j] == s (sorted ascending), weighted by weights[j] when given, like
+// tf.compat.v1.nn.embedding_lookup_sparse with one params tensor; an empty weights vector
+// means unweighted. output has
+// max(segment_ids) + 1 rows; empty segments are zero.
+REGISTER_OP("Retf>EmbeddingLookupSparse")
+    .Input("params: T")
+    .RETF_EMBEDDING_LOOKUP_SPARSE_INPUTS
+    .SetShapeFn([](InferenceContext* c) { return EmbeddingLookupSparseShape(c, false); });
+
+// Retf>EmbeddingLookupSparse reading the rows of a resource variable in place.
+REGISTER_OP("Retf>ResourceEmbeddingLookupSparse")
+    .Input("params: resource")
+    .RETF_EMBEDDING_LOOKUP_SPARSE_INPUTS
+    .SetShapeFn([](InferenceContext* c) { return EmbeddingLookupSparseShape(c, true); });
+
+#undef RETF_EMBEDDING_LOOKUP_SPARSE_INPUTS
+
+// Gradient of Retf>EmbeddingLookupSparse with respect to params, as the rows of an
+// IndexedSlices: values[u] is the gradient of row unique_ids[u]; unique_ids are the distinct
+// ids in ascending order.
+REGISTER_OP("Retf>EmbeddingLookupSparseGrad")
+    .Input("grad: T")
+    .Input("ids: Tidx")
+    .Input("segment_ids: Tsegmentids")
+    .Input("weights: T")
+    .Output("unique_ids: Tidx")
+    .Output("values: T")
+    .Attr("combiner: {'sum', 'mean', 'sqrtn'} = 'mean'")
+    .Attr("T: {float, double}")
+    .Attr("Tidx: {int32, int64} = DT_INT64")
+    .Attr("Tsegmentids: {int32, int64} = DT_INT64")
+    .SetShapeFn(EmbeddingLookupSparseGradShape);
+
+}  // namespace tensorflow

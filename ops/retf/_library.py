@@ -1,0 +1,61 @@
+"""Loads _retf_ops.so once, checking it was built for the running TensorFlow."""
+
+import json
+import os
+import threading
+
+import tensorflow as tf
+
+LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_retf_ops.so")
+BUILD_INFO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_info.json")
+
+_lock = threading.Lock()
+_module = None
+
+
+class OpLibraryError(ImportError):
+    """The op library is missing, or does not fit the running TensorFlow."""
+
+
+def _rebuild_hint(running):
+    return "rebuild the wheel with retfwheel against TensorFlow {}".format(running)
+
+
+def built_for():
+    """The TensorFlow version recorded in _build_info.json, or None when there is no such file."""
+    try:
+        with open(BUILD_INFO) as stream:
+            info = json.load(stream)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise OpLibraryError("cannot read {}: {}".format(BUILD_INFO, exc)) from exc
+    return info.get("tensorflow_version")
+
+
+def _load():
+    running = tf.__version__
+    built = built_for()
+    if built is not None and built != running:
+        raise OpLibraryError(
+            "retf's op library was built for TensorFlow {} but TensorFlow {} is running; {}".format(
+                built, running, _rebuild_hint(running)))
+    if not os.path.isfile(LIBRARY):
+        raise OpLibraryError("retf's op library {} is missing; {}".format(LIBRARY, _rebuild_hint(running)))
+    try:
+        return tf.load_op_library(LIBRARY)
+    except tf.errors.NotFoundError as exc:
+        # TensorFlow reports a failed dlopen as NotFoundError; undefined symbols mean an ABI mismatch.
+        raise OpLibraryError(
+            "cannot load retf's op library {} (built for TensorFlow {}) into TensorFlow {}: {}; {}".format(
+                LIBRARY, built or "unknown", running, exc.message, _rebuild_hint(running))) from exc
+
+
+def load_library():
+    """The module of generated op wrappers, loading the library on first call."""
+    global _module
+    if _module is None:
+        with _lock:
+            if _module is None:
+                _module = _load()
+    return _module

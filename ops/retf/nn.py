@@ -1,0 +1,54 @@
+"""Drop-in tf.compat.v1.nn.embedding_lookup_sparse backed by the fused op where it applies."""
+
+import tensorflow as tf
+from tensorflow.python.ops.variables import PartitionedVariable  # no public name in TF 2.x
+
+from retf import ops
+
+_FLOATS = (tf.float32, tf.float64)
+_INDEX_TYPES = (tf.int32, tf.int64)
+
+
+def _single_table(params):
+    """The one 2-D float table in params, or None when the fused op cannot serve it."""
+    if isinstance(params, (list, tuple)):
+        if len(params) != 1:
+            return None
+        params = params[0]
+    if isinstance(params, PartitionedVariable):
+        return None
+    if not isinstance(params, tf.Variable):
+        params = tf.convert_to_tensor(params)
+    if params.dtype.base_dtype not in _FLOATS or params.shape.rank != 2:
+        return None
+    return params
+
+
+def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod", name=None, combiner=None,
+                            max_norm=None):
+    """Same results as tf.compat.v1.nn.embedding_lookup_sparse; fused for one 2-D table without max_norm.
+
+    The gradient with respect to params is an IndexedSlices over the distinct ids, which
+    retf.train.LazyAdamOptimizer and retf.keras.optimizers.LazyAdam apply without a dense table.
+    Other cases (several shards, max_norm, other dtypes or ranks) go to TensorFlow's own function.
+    """
+    if combiner is None:
+        combiner = "mean"
+    if combiner not in ("mean", "sqrtn", "sum"):
+        raise ValueError("combiner must be one of 'mean', 'sqrtn' or 'sum'")
+    if not isinstance(sp_ids, tf.SparseTensor):
+        raise TypeError("sp_ids must be SparseTensor")
+    if sp_weights is not None and not isinstance(sp_weights, tf.SparseTensor):
+        raise TypeError("sp_weights must be either None or SparseTensor")
+    table = _single_table(params) if max_norm is None else None
+    if table is None or sp_ids.values.dtype not in _INDEX_TYPES:
+        return tf.compat.v1.nn.embedding_lookup_sparse(
+            params, sp_ids, sp_weights, partition_strategy=partition_strategy, name=name, combiner=combiner,
+            max_norm=max_norm)
+    with tf.name_scope(name or "embedding_lookup_sparse"):
+        weights = None
+        if sp_weights is not None:
+            sp_ids.values.shape.assert_is_compatible_with(sp_weights.values.shape)
+            weights = tf.cast(sp_weights.values, table.dtype.base_dtype)
+        segment_ids = sp_ids.indices[:, 0]
+        return ops.embedding_lookup_sparse(table, sp_ids.values, segment_ids, weights, combiner=combiner)

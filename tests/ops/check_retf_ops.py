@@ -1,0 +1,505 @@
+"""Checks of the retf op package against NumPy and stock TensorFlow (run by the target interpreter).
+
+    python check_retf_ops.py [-v] [TestClass[.test_name] ...]
+
+Needs TensorFlow, NumPy and an importable, built ``retf`` package. Python 3.6 syntax. Exits
+non-zero on failure. tests/ops/test_retf_ops.py runs it under $RETF_OPS_PYTHON.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import retf  # noqa: E402
+
+FLOATS = (np.float32, np.float64)
+INDEX_TYPES = (np.int32, np.int64)
+COMBINERS = ("sum", "mean", "sqrtn")
+# Relative tolerance of one kernel call against its NumPy / TensorFlow reference.
+RTOL = {np.float32: 2e-6, np.float64: 1e-13}
+
+
+def lazy_adam_reference(var, m, v, grad, indices, lr, beta1, beta2, epsilon, beta1_power, beta2_power):
+    """tfa LazyAdam in NumPy, in var's dtype: duplicates summed, then Adam on the touched rows."""
+    var, m, v = var.copy(), m.copy(), v.copy()
+    dtype = var.dtype.type
+    lr, beta1, beta2, epsilon = dtype(lr), dtype(beta1), dtype(beta2), dtype(epsilon)
+    lr_hat = lr * (np.sqrt(dtype(1) - dtype(beta2_power)) / (dtype(1) - dtype(beta1_power)))
+    summed = {}
+    for position, row in enumerate(indices.tolist()):
+        summed[row] = grad[position].copy() if row not in summed else summed[row] + grad[position]
+    for row, g in summed.items():
+        m[row] = beta1 * m[row] + (dtype(1) - beta1) * g
+        v[row] = beta2 * v[row] + (dtype(1) - beta2) * g * g
+        var[row] -= lr_hat * m[row] / (np.sqrt(v[row]) + epsilon)
+    return var, m, v
+
+
+def random_sparse_batch(rng, batch, vocab, max_per_row, empty_rows=True):
+    """Row-major SparseTensor pieces: indices [nnz, 2], ids, weights; some rows empty, duplicate ids."""
+    indices, ids = [], []
+    for row in range(batch):
+        count = rng.randint(0 if empty_rows else 1, max_per_row + 1)
+        for column in range(count):
+            indices.append([row, column])
+            ids.append(rng.randint(0, vocab))
+    indices = np.array(indices, dtype=np.int64).reshape(-1, 2)
+    weights = rng.uniform(0.1, 2.0, size=len(ids))
+    return indices, np.array(ids), weights
+
+
+def sparse(indices, values, batch, width):
+    return tf.SparseTensor(tf.constant(indices, tf.int64), tf.constant(values), tf.constant([batch, width], tf.int64))
+
+
+def assert_close(test, actual, expected, dtype, message=""):
+    np.testing.assert_allclose(actual, expected, rtol=RTOL[dtype], atol=RTOL[dtype], err_msg=message)
+
+
+class SparseApplyAdamTest(unittest.TestCase):
+    def run_steps(self, dtype, index_dtype, shape, indices_per_step, steps=3):
+        rng = np.random.RandomState(1)
+        start = [rng.uniform(-1, 1, size=shape).astype(dtype) for _ in range(2)]
+        var0, m0, v0 = start[0], start[1], np.abs(start[1]) * dtype(0.1)
+        var, m, v = (tf.Variable(x) for x in (var0, m0, v0))
+        expected = (var0, m0, v0)
+        lr, beta1, beta2, epsilon = 0.01, 0.9, 0.999, 1e-7
+        for step in range(1, steps + 1):
+            indices = np.asarray(indices_per_step[step % len(indices_per_step)], dtype=index_dtype)
+            grad = rng.uniform(-1, 1, size=(len(indices),) + tuple(shape[1:])).astype(dtype)
+            retf.ops.sparse_apply_adam(var, m, v, beta1 ** step, beta2 ** step, lr, beta1, beta2, epsilon,
+                                       tf.constant(grad), tf.constant(indices))
+            expected = lazy_adam_reference(*expected, grad, indices, lr, beta1, beta2, epsilon, beta1 ** step,
+                                           beta2 ** step)
+            for name, got, want in zip("var m v".split(), (var, m, v), expected):
+                assert_close(self, got.numpy(), want, dtype, "{} after step {}".format(name, step))
+        return var0, var.numpy()
+
+    def test_matches_numpy_over_dtypes_with_duplicates(self):
+        for dtype in FLOATS:
+            for index_dtype in INDEX_TYPES:
+                with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
+                    before, after = self.run_steps(dtype, index_dtype, (10, 4), [[1, 7, 1, 3, 1], [0, 9, 9], [5]])
+                    np.testing.assert_array_equal(after[[2, 4, 6, 8]], before[[2, 4, 6, 8]])  # never touched
+
+    def test_rows_of_rank_two(self):
+        self.run_steps(np.float32, np.int64, (6, 2, 3), [[0, 5, 0], [2]])
+
+    def test_empty_gradient_changes_nothing(self):
+        for dtype in FLOATS:
+            for index_dtype in INDEX_TYPES:
+                var = tf.Variable(np.ones((4, 3), dtype))
+                m, v = tf.Variable(np.ones((4, 3), dtype)), tf.Variable(np.ones((4, 3), dtype))
+                retf.ops.sparse_apply_adam(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8,
+                                           tf.zeros([0, 3], dtype), tf.zeros([0], index_dtype))
+                for variable in (var, m, v):
+                    np.testing.assert_array_equal(variable.numpy(), np.ones((4, 3), dtype))
+
+    def test_out_of_range_index_names_index_and_bound(self):
+        for bad in (4, -1):
+            for index_dtype in INDEX_TYPES:
+                var, m, v = (tf.Variable(tf.zeros([4, 2])) for _ in range(3))
+                with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                            r"indices\[1\] = {} is not in \[0, 4\)".format(bad)):
+                    retf.ops.sparse_apply_adam(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8, tf.ones([2, 2]),
+                                               tf.constant([0, bad], index_dtype))
+                np.testing.assert_array_equal(var.numpy(), np.zeros((4, 2)))
+
+    def test_bad_shapes_are_invalid_argument(self):
+        var, m, v = (tf.Variable(tf.zeros([4, 2])) for _ in range(3))
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "grad"):
+            retf.ops.sparse_apply_adam(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8, tf.ones([2, 3]),
+                                       tf.constant([0, 1]))
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "same shape"):
+            retf.ops.sparse_apply_adam(var, m, tf.Variable(tf.zeros([5, 2])), 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8,
+                                       tf.ones([2, 2]), tf.constant([0, 1]))
+
+    def test_reference_variables_in_graph_mode(self):
+        rng = np.random.RandomState(2)
+        var0 = rng.uniform(-1, 1, (8, 3)).astype(np.float32)
+        grad = rng.uniform(-1, 1, (4, 3)).astype(np.float32)
+        indices = np.array([3, 0, 3, 7], np.int32)
+        with tf.Graph().as_default():
+            var = tf.compat.v1.Variable(var0, use_resource=False)
+            m = tf.compat.v1.Variable(np.zeros_like(var0), use_resource=False)
+            v = tf.compat.v1.Variable(np.zeros_like(var0), use_resource=False)
+            self.assertTrue(var.dtype._is_ref_dtype)
+            update = retf.ops.sparse_apply_adam(var, m, v, 0.9, 0.999, 0.01, 0.9, 0.999, 1e-7, grad, indices,
+                                                use_locking=True)
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                out = session.run(update)
+                got = session.run([var, m, v])
+        want = lazy_adam_reference(var0, np.zeros_like(var0), np.zeros_like(var0), grad, indices, 0.01, 0.9, 0.999,
+                                   1e-7, 0.9, 0.999)
+        np.testing.assert_array_equal(out, got[0])
+        for actual, expected in zip(got, want):
+            assert_close(self, actual, expected, np.float32)
+
+
+class EmbeddingLookupSparseTest(unittest.TestCase):
+    def cases(self):
+        rng = np.random.RandomState(3)
+        indices, ids, weights = random_sparse_batch(rng, batch=9, vocab=12, max_per_row=5)
+        indices[:, 0] = np.minimum(indices[:, 0], 6)  # rows 7, 8 empty: output stops at the last used row
+        indices[:, 1] = np.arange(len(ids))
+        for dtype in FLOATS:
+            params = rng.uniform(-1, 1, (12, 5)).astype(dtype)
+            for index_dtype in INDEX_TYPES:
+                for combiner in COMBINERS:
+                    for weighted in (False, True):
+                        yield dtype, index_dtype, combiner, weighted, params, indices, ids.astype(index_dtype), \
+                            weights.astype(dtype)
+
+    def lookups(self, params, indices, ids, weights, combiner, weighted):
+        sp_ids = sparse(indices, ids, 9, len(ids))
+        sp_weights = sparse(indices, weights, 9, len(ids)) if weighted else None
+        ours = retf.nn.embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=combiner)
+        stock = tf.compat.v1.nn.embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=combiner)
+        return ours, stock
+
+    def test_forward_matches_tensorflow(self):
+        for dtype, index_dtype, combiner, weighted, params, indices, ids, weights in self.cases():
+            with self.subTest(dtype=dtype.__name__, ids=index_dtype.__name__, combiner=combiner, weighted=weighted):
+                for table in (tf.constant(params), tf.Variable(params)):
+                    ours, stock = self.lookups(table, indices, ids, weights, combiner, weighted)
+                    self.assertEqual(ours.shape, stock.shape)
+                    assert_close(self, ours.numpy(), stock.numpy(), dtype)
+
+    def test_gradient_matches_tensorflow_and_is_unique_rows(self):
+        for dtype, index_dtype, combiner, weighted, params, indices, ids, weights in self.cases():
+            with self.subTest(dtype=dtype.__name__, ids=index_dtype.__name__, combiner=combiner, weighted=weighted):
+                table = tf.Variable(params)
+                grads = []
+                for lookup in (retf.nn.embedding_lookup_sparse, tf.compat.v1.nn.embedding_lookup_sparse):
+                    with tf.GradientTape() as tape:
+                        sp_ids = sparse(indices, ids, 9, len(ids))
+                        sp_weights = sparse(indices, weights, 9, len(ids)) if weighted else None
+                        out = lookup(table, sp_ids, sp_weights, combiner=combiner)
+                        loss = tf.reduce_sum(out * out * np.arange(1, 6, dtype=dtype))
+                    grads.append(tape.gradient(loss, table))
+                ours, stock = grads
+                self.assertIsInstance(ours, tf.IndexedSlices)
+                self.assertEqual(len(set(ours.indices.numpy().tolist())), int(ours.indices.shape[0]))
+                self.assertEqual(sorted(ours.indices.numpy().tolist()), sorted(set(ids.tolist())))
+                assert_close(self, tf.convert_to_tensor(ours).numpy(), tf.convert_to_tensor(stock).numpy(), dtype)
+
+    def test_numeric_gradient_float64(self):
+        rng = np.random.RandomState(4)
+        indices, ids, weights = random_sparse_batch(rng, batch=5, vocab=6, max_per_row=4)
+        params = rng.uniform(-1, 1, (6, 3))
+        for combiner in COMBINERS:
+            for weighted in (False, True):
+                with self.subTest(combiner=combiner, weighted=weighted):
+                    def lookup(table, w):
+                        sp_weights = sparse(indices, w, 5, 8) if weighted else None
+                        return retf.nn.embedding_lookup_sparse(table, sparse(indices, ids, 5, 8), sp_weights,
+                                                               combiner=combiner)
+                    theoretical, numerical = tf.test.compute_gradient(lookup, [tf.constant(params),
+                                                                               tf.constant(weights)])
+                    for which, (t, n) in enumerate(zip(theoretical, numerical)):
+                        if which == 1 and not weighted:
+                            continue
+                        np.testing.assert_allclose(t, n, rtol=1e-6, atol=1e-7)
+
+    def test_empty_batch(self):
+        for combiner in COMBINERS:
+            sp_ids = tf.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0], tf.int64), [3, 2])
+            ours, stock = (f(tf.ones([4, 2]), sp_ids, None, combiner=combiner) for f in
+                           (retf.nn.embedding_lookup_sparse, tf.compat.v1.nn.embedding_lookup_sparse))
+            self.assertEqual(ours.shape, stock.shape)
+            self.assertEqual(tuple(ours.shape), (0, 2))
+
+    def test_out_of_range_id_and_unsorted_rows(self):
+        params = tf.ones([4, 2])
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"ids\[1\] = 4 is not in \[0, 4\)"):
+            retf.nn.embedding_lookup_sparse(params, sparse([[0, 0], [1, 0]], np.array([1, 4]), 2, 1), None)
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "sorted"):
+            retf.ops.embedding_lookup_sparse(params, tf.constant([1, 2]), tf.constant([1, 0], tf.int64))
+
+    def test_falls_back_where_fusion_does_not_apply(self):
+        rng = np.random.RandomState(5)
+        indices, ids, _ = random_sparse_batch(rng, batch=4, vocab=10, max_per_row=3, empty_rows=False)
+        sp_ids = sparse(indices, ids, 4, 3)
+        params = rng.uniform(-1, 1, (10, 4)).astype(np.float32)
+        for kwargs in ({"max_norm": 0.5}, {}):
+            shards = [tf.constant(params[0::2]), tf.constant(params[1::2])] if not kwargs else tf.constant(params)
+            ours = retf.nn.embedding_lookup_sparse(shards, sp_ids, None, **kwargs)
+            stock = tf.compat.v1.nn.embedding_lookup_sparse(shards, sp_ids, None, **kwargs)
+            np.testing.assert_array_equal(ours.numpy(), stock.numpy())
+
+
+def synthetic_data(seed, examples=256, vocab=60, max_per_row=4):
+    rng = np.random.RandomState(seed)
+    indices, ids, weights = random_sparse_batch(rng, examples, vocab, max_per_row, empty_rows=False)
+    hidden = rng.normal(size=vocab)
+    score = np.zeros(examples)
+    np.add.at(score, indices[:, 0], hidden[ids])
+    labels = (score + rng.normal(scale=0.5, size=examples) > 0).astype(np.float32).reshape(-1, 1)
+    return indices, ids, weights.astype(np.float32), labels
+
+
+class CompositeLazyAdamOptimizer(tf.compat.v1.train.AdamOptimizer):
+    """The reference: AdamOptimizer for dense, tfa's gather/compute/scatter lazy Adam in plain TF for sparse."""
+
+    def _resource_apply_sparse(self, grad, var, indices):
+        dtype = var.dtype.base_dtype
+        beta1_power, beta2_power = (tf.cast(p, dtype) for p in self._get_beta_accumulators())
+        lr, beta1, beta2, epsilon = (tf.cast(t, dtype) for t in (self._lr_t, self._beta1_t, self._beta2_t,
+                                                                 self._epsilon_t))
+        lr = lr * (tf.sqrt(1 - beta2_power) / (1 - beta1_power))
+        m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+        m_t = beta1 * tf.gather(m, indices) + (1 - beta1) * grad
+        v_t = beta2 * tf.gather(v, indices) + (1 - beta2) * tf.square(grad)
+        with tf.control_dependencies([m.scatter_update(tf.IndexedSlices(m_t, indices)),
+                                      v.scatter_update(tf.IndexedSlices(v_t, indices))]):
+            return var.scatter_sub(tf.IndexedSlices(lr * m_t / (tf.sqrt(v_t) + epsilon), indices))
+
+
+class CompositeLazyAdam(tf.keras.optimizers.Adam):
+    """Keras reference: Keras Adam for dense, the same composite for sparse (as tfa.optimizers.LazyAdam)."""
+
+    def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
+        k = self._fallback_apply_state(var.device, var.dtype.base_dtype)
+        lr = k["lr_t"] * (tf.sqrt(1 - k["beta_2_power"]) / (1 - k["beta_1_power"]))
+        m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+        m_t = k["beta_1_t"] * tf.gather(m, indices) + (1 - k["beta_1_t"]) * grad
+        v_t = k["beta_2_t"] * tf.gather(v, indices) + (1 - k["beta_2_t"]) * tf.square(grad)
+        with tf.control_dependencies([m.scatter_update(tf.IndexedSlices(m_t, indices)),
+                                      v.scatter_update(tf.IndexedSlices(v_t, indices))]):
+            return var.scatter_sub(tf.IndexedSlices(lr * m_t / (tf.sqrt(v_t) + k["epsilon"]), indices))
+
+
+# Final losses of optimizer and reference, 40 steps of float32 training, agree to this.
+LOSS_RTOL = 1e-5
+
+
+class V1OptimizerTest(unittest.TestCase):
+    def train(self, make_optimizer, use_resource, lookup=retf.nn.embedding_lookup_sparse, steps=40):
+        indices, ids, weights, labels = synthetic_data(seed=6)
+        with tf.Graph().as_default():
+            tf.compat.v1.set_random_seed(7)
+            init = np.random.RandomState(8)
+            table = tf.compat.v1.Variable(init.normal(scale=0.1, size=(60, 8)).astype(np.float32),
+                                          use_resource=use_resource)
+            dense = tf.compat.v1.Variable(init.normal(scale=0.1, size=(8, 1)).astype(np.float32),
+                                          use_resource=use_resource)
+            bias = tf.compat.v1.Variable(np.zeros(1, np.float32), use_resource=use_resource)
+            features = lookup(table, sparse(indices, ids, 256, 4), sparse(indices, weights, 256, 4),
+                              combiner="mean")
+            logits = tf.matmul(features, dense) + bias
+            loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+            train = make_optimizer().minimize(loss)
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                losses = [session.run([loss, train])[0] for _ in range(steps)]
+                losses.append(session.run(loss))
+                return losses, session.run([table, dense, bias])
+
+    def test_trains_like_adam_plus_composite_lazy_adam(self):
+        for use_resource in (True, False):
+            with self.subTest(use_resource=use_resource):
+                ours, ours_vars = self.train(lambda: retf.train.LazyAdamOptimizer(0.05), use_resource)
+                reference, reference_vars = self.train(lambda: CompositeLazyAdamOptimizer(0.05), use_resource)
+                self.assertLess(ours[-1], 0.8 * ours[0])  # it learns
+                np.testing.assert_allclose(ours, reference, rtol=LOSS_RTOL)
+                for a, b in zip(ours_vars, reference_vars):
+                    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+    def test_dense_updates_are_adams_bitwise(self):
+        rng = np.random.RandomState(15)
+        x = rng.normal(size=(64, 5)).astype(np.float32)
+        y = (x[:, :1] > 0).astype(np.float32)
+        results = []
+        for make_optimizer in (tf.compat.v1.train.AdamOptimizer, retf.train.LazyAdamOptimizer):
+            with tf.Graph().as_default():
+                weights = tf.compat.v1.Variable(np.full((5, 1), 0.1, np.float32))
+                loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=tf.matmul(x, weights)))
+                train = make_optimizer(0.05).minimize(loss)
+                with tf.compat.v1.Session() as session:
+                    session.run(tf.compat.v1.global_variables_initializer())
+                    for _ in range(10):
+                        session.run(train)
+                    results.append(session.run(weights))
+        np.testing.assert_array_equal(results[0], results[1])
+
+    def test_slots_and_accumulators_are_adams(self):
+        with tf.Graph().as_default():
+            var = tf.compat.v1.Variable(tf.zeros([3, 2]))
+            optimizer = retf.train.LazyAdamOptimizer()
+            optimizer.minimize(tf.reduce_sum(tf.gather(var, [0, 2])))
+            self.assertEqual(sorted(optimizer.get_slot_names()), ["m", "v"])
+            self.assertEqual(len(optimizer._get_beta_accumulators()), 2)
+
+
+class KerasOptimizerTest(unittest.TestCase):
+    def train(self, optimizer, steps=40):
+        indices, ids, _, labels = synthetic_data(seed=9)
+        dense_ids = np.zeros((256, 4), np.int64)
+        dense_ids[indices[:, 0], indices[:, 1]] = ids
+        mask = np.zeros((256, 4, 1), np.float32)
+        mask[indices[:, 0], indices[:, 1]] = 1
+        tf.random.set_seed(10)
+        embedding = tf.keras.layers.Embedding(60, 8, embeddings_initializer=tf.keras.initializers.RandomNormal(
+            stddev=0.1, seed=11))
+        head = tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=12))
+
+        def loss_fn():
+            features = tf.reduce_sum(embedding(dense_ids) * mask, axis=1) / tf.reduce_sum(mask, axis=1)
+            logits = head(features)
+            return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                loss = loss_fn()
+            variables = embedding.trainable_variables + head.trainable_variables
+            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+
+        losses = [float(step()) for _ in range(steps)] + [float(loss_fn())]
+        return losses, [v.numpy() for v in embedding.trainable_variables + head.trainable_variables]
+
+    def test_trains_like_keras_adam_plus_composite_lazy_adam(self):
+        ours, ours_vars = self.train(retf.keras.optimizers.LazyAdam(0.05))
+        reference, reference_vars = self.train(CompositeLazyAdam(0.05))
+        self.assertLess(ours[-1], 0.8 * ours[0])
+        np.testing.assert_allclose(ours, reference, rtol=LOSS_RTOL)
+        for a, b in zip(ours_vars, reference_vars):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+    def test_dense_updates_are_keras_adams_bitwise(self):
+        rng = np.random.RandomState(16)
+        x = tf.constant(rng.normal(size=(64, 5)).astype(np.float32))
+        y = tf.constant((rng.normal(size=(64, 1)) > 0).astype(np.float32))
+        results = []
+        for optimizer in (tf.keras.optimizers.Adam(0.05), retf.keras.optimizers.LazyAdam(0.05)):
+            weights = tf.Variable(np.full((5, 1), 0.1, np.float32))
+            for _ in range(10):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=x @ weights))
+                optimizer.apply_gradients([(tape.gradient(loss, weights), weights)])
+            results.append(weights.numpy())
+        np.testing.assert_array_equal(results[0], results[1])
+
+    def test_fit_and_config_round_trip(self):
+        optimizer = retf.keras.optimizers.LazyAdam(0.01)
+        clone = retf.keras.optimizers.LazyAdam.from_config(optimizer.get_config())
+        self.assertEqual(clone.get_config(), optimizer.get_config())
+        model = tf.keras.Sequential([tf.keras.layers.Embedding(30, 4, input_length=3), tf.keras.layers.Flatten(),
+                                     tf.keras.layers.Dense(1)])
+        model.compile(optimizer=optimizer, loss="mse")
+        x = np.random.RandomState(13).randint(0, 30, size=(64, 3))
+        history = model.fit(x, np.ones((64, 1)), epochs=2, batch_size=16, verbose=0)
+        self.assertLess(history.history["loss"][-1], history.history["loss"][0])
+        with self.assertRaises(ValueError):
+            retf.keras.optimizers.LazyAdam(amsgrad=True)
+
+
+def threaded_outputs(threads):
+    """Outputs of every kernel on one large problem, computed with `threads` intra-op threads."""
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    rng = np.random.RandomState(14)
+    shape = (20000, 32)
+    var, m, v = (tf.Variable(rng.uniform(0.1, 1, shape).astype(np.float32)) for _ in range(3))
+    indices = rng.randint(0, 5000, size=40000)  # heavy duplication
+    grad = rng.uniform(-1, 1, (len(indices), shape[1])).astype(np.float32)
+    for step in (1, 2):
+        retf.ops.sparse_apply_adam(var, m, v, 0.9 ** step, 0.999 ** step, 0.01, 0.9, 0.999, 1e-7, grad, indices)
+    sp_indices, ids, weights = random_sparse_batch(rng, 4000, 20000, 30)
+    sp_ids = sparse(sp_indices, ids, 4000, 30)
+    sp_weights = sparse(sp_indices, weights.astype(np.float32), 4000, 30)
+    outputs = {"var": var.numpy(), "m": m.numpy(), "v": v.numpy()}
+    for combiner in COMBINERS:
+        with tf.GradientTape() as tape:
+            out = retf.nn.embedding_lookup_sparse(var, sp_ids, sp_weights, combiner=combiner)
+            loss = tf.reduce_sum(out * out)
+        grad = tape.gradient(loss, var)
+        outputs["lookup_" + combiner] = out.numpy()
+        outputs["grad_values_" + combiner] = grad.values.numpy()
+        outputs["grad_indices_" + combiner] = grad.indices.numpy()
+    return outputs
+
+
+class ThreadingTest(unittest.TestCase):
+    def test_two_threads_match_one_bitwise(self):
+        runs = []
+        with tempfile.TemporaryDirectory() as scratch:
+            for threads in (1, 2):
+                path = os.path.join(scratch, "{}.npz".format(threads))
+                subprocess.check_call([sys.executable, os.path.abspath(__file__), "--threaded-outputs",
+                                       str(threads), path])
+                with np.load(path) as data:
+                    runs.append({key: data[key] for key in data.files})
+        one, two = runs
+        self.assertEqual(sorted(one), sorted(two))
+        for key in one:
+            np.testing.assert_array_equal(one[key], two[key], err_msg=key)
+
+
+class LoaderTest(unittest.TestCase):
+    def run_with_package_copy(self, prepare):
+        """Run retf from a copy of the package, after prepare(copy_dir); returns (code, output)."""
+        with tempfile.TemporaryDirectory() as scratch:
+            package = os.path.join(scratch, "retf")
+            shutil.copytree(os.path.dirname(retf.__file__), package,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            prepare(package)
+            script = ("import retf, tensorflow as tf\n"
+                      "assert retf._library._module is None, 'loaded on import'\n"
+                      "retf.ops.embedding_lookup_sparse(tf.ones([2, 2]), tf.constant([0]), tf.constant([0], tf.int64))\n")
+            env = dict(os.environ, PYTHONPATH=scratch)
+            result = subprocess.run([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, universal_newlines=True)
+            return result.returncode, result.stdout
+
+    def test_version_mismatch_names_both_versions(self):
+        def write_info(package):
+            with open(os.path.join(package, "_build_info.json"), "w") as stream:
+                json.dump({"tensorflow_version": "2.99.0"}, stream)
+
+        code, output = self.run_with_package_copy(write_info)
+        self.assertNotEqual(code, 0)
+        self.assertIn("OpLibraryError", output)
+        self.assertIn("2.99.0", output)
+        self.assertIn("TensorFlow {} is running".format(tf.__version__), output)
+        self.assertIn("rebuild the wheel with retfwheel against TensorFlow {}".format(tf.__version__), output)
+
+    def test_undefined_symbol_says_rebuild(self):
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        if compiler is None:
+            self.skipTest("no C compiler to make a library with an undefined symbol")
+
+        def plant_broken_library(package):
+            source = os.path.join(package, "broken.c")
+            with open(source, "w") as stream:
+                stream.write("extern void retf_symbol_from_another_tensorflow(void);\n"
+                             "void retf_probe(void) { retf_symbol_from_another_tensorflow(); }\n")
+            subprocess.check_call([compiler, "-shared", "-fPIC", source, "-o", os.path.join(package, "_retf_ops.so")])
+
+        code, output = self.run_with_package_copy(plant_broken_library)
+        self.assertNotEqual(code, 0)
+        self.assertIn("OpLibraryError", output)
+        self.assertIn("undefined symbol", output)
+        self.assertIn("rebuild the wheel with retfwheel", output)
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--threaded-outputs":
+        np.savez(sys.argv[3], **threaded_outputs(int(sys.argv[2])))
+        return
+    unittest.main()
+
+
+if __name__ == "__main__":
+    main()

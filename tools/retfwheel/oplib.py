@@ -1,0 +1,194 @@
+"""Compiling the retf op library against the input wheel's own headers, framework library and flags.
+
+The sources (ops/, shipped inside retfwheel as data) are compiled with the recipe's builder: the
+host compiler, or g++ inside a Debian build root made once with debootstrap (old glibc symbol
+versions for old targets). Results are cached by input wheel, compiler identity, sources and flags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from retfwheel.archive import Archive, iter_content, open_archive_file, read_content
+from retfwheel.errors import InputFileError, OpBuildError
+from retfwheel.runtime import debian_mirror
+
+Progress = Callable[[str], None]
+LIBRARY_DIR = "retf"
+_SDK_PREFIX = "tensorflow/include/"
+
+
+@dataclass(frozen=True)
+class OpFlags:
+    """Compiler flags that must match how the input TensorFlow was built (derived from the wheel)."""
+
+    std: str  # "c++14" for TF < 2.10, "c++17" after
+    cxx11_abi: int
+    eigen_align: int  # EIGEN_MAX_ALIGN_BYTES: TF keeps it equal to its allocator alignment
+
+
+def derive_flags(archive: Archive, tensorflow_version: str, cxx11_abi: int | None) -> OpFlags:
+    """The flags a custom op for this wheel needs, read from the wheel itself."""
+    if cxx11_abi is None:
+        raise OpBuildError(f"{archive.path}: cannot tell which std::string ABI libtensorflow_framework uses")
+    allocator = archive.member("tensorflow/include/tensorflow/core/framework/allocator.h")
+    match = re.search(rb"kAllocatorAlignment\s*=\s*(\d+)", read_content(archive, allocator)) if allocator else None
+    if match is None:
+        raise OpBuildError(f"{archive.path}: no tensorflow/include/.../allocator.h with kAllocatorAlignment; are the headers shipped?")
+    major, minor = (int(p) for p in re.findall(r"\d+", tensorflow_version)[:2])
+    return OpFlags("c++17" if (major, minor) >= (2, 10) else "c++14", cxx11_abi, int(match.group(1)))
+
+
+def op_sources() -> dict:
+    """ops/build.json: sources, headers, flags with placeholders."""
+    return json.loads((importlib.resources.files("retfwheel.ops") / "build.json").read_text())
+
+
+def python_files() -> dict[str, bytes]:
+    """The retf Python package, as {path inside the wheel: bytes}."""
+    root = importlib.resources.files("retfwheel.ops") / "retf"
+    files: dict[str, bytes] = {}
+    _collect(root, LIBRARY_DIR, files)
+    return files
+
+
+def _collect(folder, prefix: str, files: dict[str, bytes]) -> None:
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.is_dir():
+            if entry.name != "__pycache__":
+                _collect(entry, f"{prefix}/{entry.name}", files)
+        elif entry.name.endswith(".py"):
+            files[f"{prefix}/{entry.name}"] = entry.read_bytes()
+
+
+def compile_library(archive: Archive, input_sha256: str, flags: OpFlags, builder: str, compiler: str, suite: str,
+                    cache: Path, progress: Progress) -> tuple[bytes, str]:
+    """The compiled library and a description of the compiler that made it (cached)."""
+    spec = op_sources()
+    ops_root = importlib.resources.files("retfwheel.ops")
+    sources = {name: (ops_root / name).read_bytes() for name in spec["sources"] + spec["headers"]}
+    identity = _compiler_identity(builder, compiler, suite, cache, progress)
+    key = hashlib.sha256(json.dumps([input_sha256, identity, sorted((k, hashlib.sha256(v).hexdigest()) for k, v in sources.items()),
+                                     vars(flags), spec["compile_flags"], spec["link_flags"]]).encode()).hexdigest()[:20]
+    built = cache / "ops" / key / "_retf_ops.so"
+    if built.exists():
+        return built.read_bytes(), identity
+    sdk = _sdk(archive, input_sha256, cache, progress)
+    progress(f"compiling the retf op library with {identity}")
+    work = Path(tempfile.mkdtemp(prefix=".ops-", dir=_ensure(cache / "ops")))
+    try:
+        for name, data in sources.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_bytes(data)
+        if builder == "host":
+            command = _command(spec, flags, compiler, include=sdk / "tensorflow" / "include", framework=sdk / "tensorflow")
+            result = subprocess.run(command, cwd=work, capture_output=True, text=True)
+        else:
+            result = _compile_in_root(spec, flags, compiler, suite, cache, sdk, work)
+        if result.returncode != 0:
+            errors = [l for l in result.stderr.splitlines() if "error" in l] or result.stderr.splitlines()[-3:]
+            raise OpBuildError(f"compiling the op library failed: {errors[0] if errors else 'no output'}")
+        built.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(work / "_retf_ops.so"), str(built))
+        return built.read_bytes(), identity
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build_info(tensorflow_version: str, identity: str, flags: OpFlags) -> bytes:
+    document = {"tensorflow_version": tensorflow_version, "compiler": identity, "std": flags.std,
+                "cxx11_abi": flags.cxx11_abi, "eigen_max_align_bytes": flags.eigen_align}
+    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _command(spec: dict, flags: OpFlags, compiler: str, include: Path, framework: Path) -> list[str]:
+    values = {"include": str(include), "framework_dir": str(framework), "abi": str(flags.cxx11_abi)}
+    compile_flags = [f.format(**values) for f in spec["compile_flags"] if not f.startswith(("-std=", "-DEIGEN_MAX_ALIGN_BYTES"))]
+    compile_flags += [f"-std={flags.std}", f"-DEIGEN_MAX_ALIGN_BYTES={flags.eigen_align}"]
+    link_flags = [f.format(**values) for f in spec["link_flags"]]
+    return [compiler, *compile_flags, *spec["sources"], "-o", "_retf_ops.so", *link_flags]
+
+
+def _sdk(archive: Archive, input_sha256: str, cache: Path, progress: Progress) -> Path:
+    """The wheel's headers and framework library, unpacked once per input wheel."""
+    folder = cache / "sdk" / input_sha256[:20]
+    if (folder / ".complete").exists():
+        return folder
+    progress("unpacking the input's headers and framework library")
+    shutil.rmtree(folder, ignore_errors=True)
+    wanted = [m for m in archive.members if m.name.startswith(_SDK_PREFIX) or m.name.startswith("tensorflow/libtensorflow_framework.so")]
+    with open_archive_file(archive) as handle:
+        for member in wanted:
+            target = folder / member.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as out:
+                for chunk in iter_content(handle, archive, member):
+                    out.write(chunk)
+    (folder / ".complete").write_text("ok\n")
+    return folder
+
+
+def _compiler_identity(builder: str, compiler: str, suite: str, cache: Path, progress: Progress) -> str:
+    if builder == "host":
+        try:
+            result = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+        except OSError as exc:
+            raise InputFileError(f"[ops] compiler '{compiler}' cannot be run ({exc.strerror or exc})") from exc
+        return f"{compiler} ({result.stdout.splitlines()[0] if result.stdout else 'unknown'}) on this machine"
+    root = build_root(suite, cache, progress)
+    result = subprocess.run(["chroot", str(root), compiler, "--version"], capture_output=True, text=True)
+    return f"{compiler} ({result.stdout.splitlines()[0] if result.stdout else 'unknown'}) in a Debian {suite} build root"
+
+
+def build_root(suite: str, cache: Path, progress: Progress) -> Path:
+    """A minimal Debian ``suite`` root with g++, made once with debootstrap from the machine's mirror."""
+    root = cache / "roots" / suite
+    if (root / ".complete").exists():
+        return root
+    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
+        raise OpBuildError(f"the [ops] builder 'debian-root' needs root and debootstrap to make a Debian {suite} build root",
+                           hint="install debootstrap (apt-get install debootstrap) and run as root, "
+                                "use the docker/builder image, or set [ops] builder = \"host\" for a newer target")
+    progress(f"creating a Debian {suite} build root with debootstrap (once, ~70 s)")
+    shutil.rmtree(root, ignore_errors=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(["debootstrap", "--variant=minbase", "--include=g++", suite, str(root), debian_mirror()],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        raise OpBuildError(f"debootstrap {suite} failed: {(result.stderr or result.stdout).strip().splitlines()[-1:]}")
+    (root / ".complete").write_text("ok\n")
+    return root
+
+
+def _compile_in_root(spec: dict, flags: OpFlags, compiler: str, suite: str, cache: Path, sdk: Path, work: Path):
+    root = cache / "roots" / suite
+    inside = root / "build" / work.name
+    try:
+        shutil.copytree(work, inside)
+        shutil.copytree(sdk / "tensorflow", inside / "tensorflow", symlinks=True)
+        command = _command(spec, flags, compiler, include=Path("/build") / work.name / "tensorflow" / "include",
+                           framework=Path("/build") / work.name / "tensorflow")
+        script = f"cd /build/{work.name} && " + " ".join(shlex.quote(c) for c in command)
+        result = subprocess.run(["chroot", str(root), "sh", "-c", script], capture_output=True, text=True)
+        if result.returncode == 0:
+            shutil.copy(inside / "_retf_ops.so", work / "_retf_ops.so")
+        return result
+    finally:
+        shutil.rmtree(inside, ignore_errors=True)
+
+
+def _ensure(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
