@@ -6,7 +6,9 @@ the produced wheel as tensorflow/_retf_bootstrap.py and is called from tensorflo
 the build's settings.
 
 Environment switches: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 logs each decision and
-its time to stderr.
+its time to stderr; RETF_RUNTIME_DEFAULTS=0 keeps the build's runtime defaults (e.g.
+TF_CPU_ALLOCATOR_USE_BFC) out of the environment (a variable the user set always wins); in a wheel
+built with the 1.x API, RETF_API=2 keeps the 2.x API.
 """
 
 import os
@@ -39,11 +41,23 @@ def run(package_dir, config):
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])
+    _apply_runtime_defaults(config.get("env", {}), log)
     if config.get("libstdcxx"):
         _prepare_runtime(os.path.join(site, config["libstdcxx"]), tuple(config["glibcxx_needed"]), config, log)
     if config.get("deps"):
         _prepare_dependencies(os.path.join(site, config["deps"]), config, log)
     log("bootstrap done")
+
+
+def _apply_runtime_defaults(defaults, log):
+    if not defaults or os.environ.get("RETF_RUNTIME_DEFAULTS", "1") == "0":
+        return
+    for name, value in sorted(defaults.items()):
+        if name in os.environ:
+            log("runtime default %s: kept the user's %s" % (name, os.environ[name]))
+        else:
+            os.environ[name] = value
+            log("runtime default %s=%s" % (name, value))
 
 
 # --- the C++ runtime ---------------------------------------------------------------------------
@@ -166,11 +180,16 @@ def _prepare_dependencies(folder, config, log):
             log("namespace %s: vendored portion first" % namespace)
     log("vendored packages first on sys.path: %s" % folder)
     conflicts = []
+    accept = config.get("accept", {})
     for name, version in sorted(config.get("modules", {}).items()):
         module = sys.modules.get(name)
         origin = getattr(module, "__file__", None) if module is not None else None
         if origin and not os.path.abspath(origin).startswith(folder + os.sep):
-            conflicts.append((name, version, getattr(module, "__version__", "unknown version"), origin))
+            theirs = getattr(module, "__version__", "unknown version")
+            if name in accept and satisfies(theirs, accept[name]):
+                log("%s %s already imported from %s: accepted (%s)" % (name, theirs, os.path.dirname(origin), accept[name]))
+                continue
+            conflicts.append((name, version, theirs, origin))
     if not conflicts:
         return
     lines = ["%s %s was already imported from %s, but %s needs its own %s %s"
@@ -184,3 +203,65 @@ def _prepare_dependencies(folder, config, log):
         log("conflicts (warned): %s" % names)
         return
     raise ImportError("\n".join(lines) + "\n" + fix)
+
+
+def _release(text):
+    parts = []
+    for piece in text.split("."):
+        digits = re.match(r"\d+", piece)
+        if not digits:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def satisfies(version, specifier):
+    """Whether ``version`` meets a comma-separated specifier of >=, >, <=, <, == clauses."""
+    have = _release(version)
+    if not have:
+        return False
+    tests = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
+             "<": lambda a, b: a < b, "==": lambda a, b: a == b}
+    for clause in specifier.split(","):
+        match = re.match(r"\s*(>=|<=|==|>|<)\s*([0-9.]+)\s*$", clause)
+        if not match or not tests[match.group(1)](have, _release(match.group(2))):
+            return False
+    return True
+
+
+# --- the TensorFlow 1.x API -------------------------------------------------------------------
+
+CONTRIB_MESSAGE = (
+    "tf.contrib is not part of TensorFlow 2.x, which this build is. Replacements: "
+    "tf.contrib.layers -> tf.layers / tf.keras.layers; tf.contrib.framework -> tf.train, tf.get_variable; "
+    "tf.contrib.opt.LazyAdamOptimizer -> retf.train.LazyAdamOptimizer; tf.contrib.rnn -> tf.nn.rnn_cell; "
+    "tf.contrib.data -> tf.data.experimental; tf.contrib.lookup -> tf.lookup; "
+    "tf.contrib.summary -> tf.summary (tf.compat.v2.summary). See TensorFlow's guide on migrating from 1.x.")
+
+
+class RemovedContrib(object):
+    """Stands in for tf.contrib: any use says what replaced it."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError("tf.contrib.%s: %s" % (name, CONTRIB_MESSAGE))
+
+    def __repr__(self):
+        return "<tf.contrib: removed in TensorFlow 2.x>"
+
+
+def expose_v1_api(namespace, config):
+    """Make the `tensorflow` module (its globals, ``namespace``) the TF 1.x API with 1.x behaviour."""
+    if os.environ.get("RETF_API", "") == "2":
+        return
+    from tensorflow._api.v2.compat import v1
+    v1.disable_v2_behavior()
+    for name in dir(v1):
+        if not name.startswith("__"):
+            namespace[name] = getattr(v1, name)
+    namespace["contrib"] = RemovedContrib()
+    if config.get("v1_sparse_adam") == "lazy":
+        from retf.train import LazyAdamOptimizer
+        v1.train.AdamOptimizer = LazyAdamOptimizer
+    namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]

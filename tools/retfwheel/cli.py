@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 import traceback
@@ -13,6 +14,7 @@ import click
 from retfwheel import __version__
 from retfwheel.build import BuildResult, build_wheel, lock_wheel
 from retfwheel.elf import FAMILIES, format_version
+from retfwheel.environment import Environment, emulated_command, prepare_environment
 from retfwheel.errors import RetfError, VerificationFailed
 from retfwheel.fetch import cache_root, fetch_default_input
 from retfwheel.inspection import Inspection, inspect_wheel, inspection_json
@@ -170,6 +172,26 @@ def verify(ctx: _Context, wheel: Path, recipe_path: Path | None, scripts: tuple[
     failed = [c.name for c in result.checks if c.status == "FAIL"]
     if failed:
         raise VerificationFailed(f"{wheel}: {len(failed)} of {len(result.checks)} checks failed: {', '.join(failed)}")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@_recipe_option
+@click.option("--env", "env_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="A venv kept by `verify --keep-env DIR` (DIR/venv); default: the recipe's own environment.")
+@click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False), help="Target interpreter.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_obj
+def run(ctx: _Context, recipe_path: Path | None, env_dir: Path | None, python: Path | None, cache_dir: Path | None,
+        command: tuple[str, ...]) -> None:
+    """Run COMMAND in the recipe's emulated old environment (`python` means the environment's)."""
+    if recipe_path is None:
+        raise click.UsageError("--recipe is required")
+    recipe = load_recipe(recipe_path)
+    base = prepare_environment(recipe, cache_root(cache_dir), python, ctx.progress)
+    env = Environment(env_dir, env_dir / "bin" / "python", base.system_runtime) if env_dir else base
+    argv = [str(env.python) if i == 0 and c in ("python", "python3") else c for i, c in enumerate(command)]
+    sys.exit(subprocess.run(emulated_command(env, argv)).returncode)
 
 
 def _show_plan(result: BuildResult, dry_run: bool) -> None:

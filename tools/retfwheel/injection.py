@@ -12,6 +12,8 @@ import json
 
 BEGIN = "# --- retfwheel bootstrap: begin (generated; do not edit) ---"
 END = "# --- retfwheel bootstrap: end ---"
+API_BEGIN = "# --- retfwheel 1.x API: begin (generated; do not edit) ---"
+API_END = "# --- retfwheel 1.x API: end ---"
 
 
 class InjectionError(ValueError):
@@ -37,6 +39,40 @@ def bootstrap_block(module: str, config: dict) -> str:
             END,
         ]
     )
+
+
+def api_block(module: str, config: dict) -> str:
+    """The lines appended to tensorflow/__init__.py that make the package expose the 1.x API."""
+    literal = json.dumps(config, sort_keys=True)
+    return "\n".join(
+        [
+            API_BEGIN,
+            "def _retf_v1_api():",
+            f"    from {module} import expose_v1_api as _expose",
+            f"    _expose(globals(), {literal})",
+            "",
+            "",
+            "_retf_v1_api()",
+            "del _retf_v1_api",
+            API_END,
+        ]
+    )
+
+
+def append(source: bytes, block: str, where: str) -> bytes:
+    """``source`` with ``block`` added after its last line (line endings kept), re-parsed."""
+    text = source.decode("utf-8")
+    if API_BEGIN in text:
+        raise InjectionError(f"{where}: already carries a retfwheel 1.x API block")
+    newline = "\r\n" if "\r\n" in text else "\n"
+    if text and not text.endswith(("\n", "\r")):
+        text += newline
+    result = text + newline + "".join(line + newline for line in block.split("\n"))
+    try:
+        ast.parse(result, where)
+    except SyntaxError as exc:  # pragma: no cover - would be a bug in the block
+        raise InjectionError(f"{where}: patched file does not parse ({exc.msg}, line {exc.lineno})") from exc
+    return result.encode("utf-8")
 
 
 def inject(source: bytes, block: str, where: str) -> bytes:

@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from retfwheel.elf import ElfInfo, read_elf
 from retfwheel.archive import Archive, MemberView, read_content
 from retfwheel.errors import RecipeError, WheelFormatError
-from retfwheel.injection import bootstrap_block, inject, InjectionError
+from retfwheel.injection import InjectionError, api_block, append, bootstrap_block, inject
 from retfwheel.lock import fetch_locked
 from retfwheel.oplib import LIBRARY_DIR, build_info, compile_library, python_files
 from retfwheel.plan import (
@@ -92,6 +92,11 @@ def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, 
             config = _bootstrap_config(plan, step, runtime_step, runtime, vendored, elves)
             members += _bootstrap_members(plan, step, config, vendored)
             notes.append(f"bootstrap injected into {step.init_name} ({BOOTSTRAP_MODULE})")
+            if step.api == "v1":
+                notes.append("`import tensorflow` exposes the TF 1.x API with 1.x behaviour (RETF_API=2 keeps 2.x); "
+                             f"tf.contrib explains its replacements; sparse Adam: {step.v1_sparse_adam}")
+            if step.runtime_env:
+                notes.append("runtime defaults: " + ", ".join(f"{k}={v}" for k, v in step.runtime_env))
     return Materialized(tuple(members), tuple(elves), tuple(notes), runtime)
 
 
@@ -111,6 +116,7 @@ def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, 
     result = _Vendored([], [], {}, [], {}, [])
     dropped: list[str] = []
     seen: dict[str, str] = {}
+    files: list[tuple[str, str]] = []
     progress(f"verifying {len(wheels)} vendored wheels")
     for path in wheels:
         wheel = read_wheel(path)
@@ -132,13 +138,16 @@ def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, 
             else:
                 result.members.append(CopyMember(dest, member, wheel.record[member.name].hash, wheel.archive))
             if not name.startswith(wheel.dist_info + "/"):
-                _note_module(name, version, result)
+                files.append((name, version))
         for elf in scan.elves:
             if elf.path in renamed:
                 result.elves.append(_renamed(elf, renamed[elf.path]))
         entry_points = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
         if entry_points is not None:
             result.entry_points.update(_console_scripts(read_content(wheel.archive, entry_points)))
+    modules, namespaces = importable_names(files)
+    result.modules.update(modules)
+    result.namespaces.extend(namespaces)
     result.notes.append(f"vendored {len(wheels)} locked distributions into {step.dest}/ (lock {step.lock.path.name})")
     if dropped:
         result.notes.append(f"left out {len(dropped)} files pip would put outside site-packages or .pth files "
@@ -157,25 +166,31 @@ def _vendored_name(name: str, dist_info: str, data_dir: str) -> str | None:
     return name
 
 
-def _note_module(name: str, version: str, result: _Vendored) -> None:
-    top, _, rest = name.partition("/")
-    if not rest:
-        module = re.sub(r"(\.cpython-[^.]+)?\.(py|so|pyd)$", "", top)
-        if module != top and module.isidentifier():
-            result.modules.setdefault(module, version)
-        return
-    if not top.isidentifier():
-        return
-    second = rest.partition("/")[0]
-    if rest == "__init__.py":
-        result.modules[top] = version
-        result.namespaces[:] = [n for n in result.namespaces if n != top]
-    elif top not in result.modules:
-        if top not in result.namespaces:
-            result.namespaces.append(top)
-        sub = re.sub(r"(\.cpython-[^.]+)?\.(py|so)$", "", second)
-        if sub.isidentifier():
-            result.modules.setdefault(f"{top}.{sub}", version)
+_MODULE_FILE = re.compile(r"(\.cpython-[^./]+)?\.(py|so)$")
+
+
+def importable_names(files: list[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
+    """Top-level modules (and portions of namespace packages) among vendored ``(path, version)`` files.
+
+    A folder without __init__.py is a namespace (like google/): its sub-packages are named instead.
+    """
+    packages = {path.split("/", 1)[0] for path, _ in files if path.count("/") == 1 and path.endswith("/__init__.py")}
+    modules: dict[str, str] = {}
+    namespaces: set[str] = set()
+    for path, version in files:
+        top, _, rest = path.partition("/")
+        if not rest:
+            module = _MODULE_FILE.sub("", top)
+            if module != top and module.isidentifier():
+                modules.setdefault(module, version)
+        elif top in packages:
+            modules.setdefault(top, version)
+        elif top.isidentifier() and not top.endswith(("dist-info", "data")):
+            namespaces.add(top)
+            second = _MODULE_FILE.sub("", rest.partition("/")[0])
+            if second.isidentifier():
+                modules.setdefault(f"{top}.{second}", version)
+    return modules, sorted(namespaces)
 
 
 def _console_scripts(data: bytes) -> dict[str, str]:
@@ -192,6 +207,8 @@ def _renamed(elf: ElfInfo, path: str) -> ElfInfo:
 def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: VendorRuntime | None,
                       runtime: ElfInfo | None, vendored: _Vendored | None, built: list[ElfInfo]) -> dict:
     config: dict = {"label": f"{plan.name} {plan.version}", "conflicts": step.conflicts}
+    if step.runtime_env:
+        config["env"] = dict(step.runtime_env)
     if runtime_step and runtime:
         needed = max([runtime_step.needed] + [e.newest("GLIBCXX") for e in built if e is not runtime and e.newest("GLIBCXX")])
         if runtime_step.spec.vendor == "always":
@@ -203,12 +220,16 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
         # Namespace packages whose portions are not all vendored are checked per portion instead.
         config["modules"] = {k: v for k, v in vendored.modules.items() if k not in vendored.namespaces}
         config["namespaces"] = sorted(vendored.namespaces)
+        if step.accept:
+            config["accept"] = dict(step.accept)
     return config
 
 
 def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: dict, vendored: _Vendored | None) -> list[NewMember]:
     try:
         patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config), step.init_name)
+        if step.api == "v1":
+            patched = append(patched, api_block(BOOTSTRAP_MODULE, {"v1_sparse_adam": step.v1_sparse_adam}), step.init_name)
     except InjectionError as exc:
         raise WheelFormatError(str(exc)) from exc
     source = (importlib.resources.files("retfwheel.bootstrap") / "retf_bootstrap.py").read_bytes()
@@ -216,6 +237,8 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: dict, ven
         NewMember(step.init_name, patched),
         NewMember(BOOTSTRAP_MODULE.replace(".", "/") + ".py", source),
     ]
+    if step.api == "v1":
+        members.append(NewMember(f"{PACKAGE}/contrib/__init__.py", _CONTRIB))
     scripts, module = _scripts(step, vendored)
     if step.entry_points_name is not None or scripts:
         members.append(NewMember(step.entry_points_name or f"{plan.dist_info}/entry_points.txt", scripts))
@@ -267,6 +290,12 @@ def _scripts(step: InjectBootstrap, vendored: _Vendored | None) -> tuple[bytes, 
         return entry_points, None
     return entry_points, (_SHIM + "".join(functions)).encode("utf-8")
 
+
+_CONTRIB = b'''"""tf.contrib is not part of TensorFlow 2.x; importing it says what replaced it."""
+from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
+
+raise ImportError(CONTRIB_MESSAGE)
+'''
 
 _SHIM = '''"""Console scripts of packages vendored by retfwheel. Each imports tensorflow first, whose bootstrap
 puts the vendored packages first on sys.path, then runs the script. Generated; do not edit."""

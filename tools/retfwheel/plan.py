@@ -101,6 +101,10 @@ class InjectBootstrap:
     conflicts: str
     scripts: dict[str, str]  # vendored console script -> published name
     environment_scripts: tuple[str, ...]  # never claimed: the target environment owns them
+    api: str = "v2"
+    v1_sparse_adam: str = "dense"
+    runtime_env: tuple[tuple[str, str], ...] = ()
+    accept: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
     entry_points = f"{wheel.dist_info}/entry_points.txt"
     init_name = f"{PACKAGE}/__init__.py"
     patched: set[str] = set()
-    if steps:
+    if steps or recipe.api == "v1" or recipe.runtime_env:
         init = wheel.archive.member(init_name)
         ep = wheel.archive.member(entry_points)
         steps.append(
@@ -177,6 +181,10 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
                 recipe.conflicts,
                 dict(recipe.deps.scripts or {}) if recipe.deps else {},
                 recipe.deps.environment_scripts if recipe.deps else (),
+                recipe.api,
+                recipe.v1_sparse_adam,
+                tuple(sorted((recipe.runtime_env or {}).items())),
+                tuple(sorted((recipe.accept or {}).items())),
             )
         )
         patched = {init_name, entry_points}

@@ -116,6 +116,10 @@ class Recipe:
     conflicts: str = "error"  # [bootstrap] conflicts: a vendored module already imported elsewhere
     environment: EnvironmentSpec | None = None
     ops: OpsSpec = OpsSpec(False, "host")
+    api: str = "v2"  # "v1": `import tensorflow` gives the TF 1.x API with 1.x behaviour
+    v1_sparse_adam: str = "dense"  # "lazy": tf.train.AdamOptimizer applies sparse gradients lazily (fused)
+    runtime_env: dict[str, str] | None = None  # environment defaults the bootstrap sets before TF loads
+    accept: dict[str, str] | None = None  # [bootstrap] accept: module -> versions usable in place of ours
 
 
 def load_recipe(path: Path) -> Recipe:
@@ -245,7 +249,8 @@ def _tag_list(value: Any) -> tuple[str, ...]:
 def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
     c = _Checker(path)
-    c.unknown(data, ("description", "target", "input", "output", "libstdcxx", "deps", "bootstrap", "environment", "ops"), "top level:")
+    c.unknown(data, ("description", "api", "v1_sparse_adam", "target", "input", "output", "libstdcxx", "deps", "bootstrap",
+                     "environment", "ops", "runtime_env"), "top level:")
     t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
     python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
     implementation = c.get(t, "target", "implementation", _string(re.compile(r"^cp$"), '"cp" (CPython)'), "cp")
@@ -268,8 +273,9 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     description = c.get(data, "top level", "description", _string(None, "a string"), "")
     runtime = _runtime_spec(c, data, path)
     deps = _deps_spec(c, data, path)
-    b = c.table(data, "bootstrap", ("conflicts",), required=False)
+    b = c.table(data, "bootstrap", ("conflicts", "accept"), required=False)
     conflicts = c.get(b, "bootstrap", "conflicts", _choice("error", "warn"), "error")
+    accept = c.get(b, "bootstrap", "accept", _accept, {})
     environment = _environment_spec(c, data)
     o2 = c.table(data, "ops", ("build", "builder", "compiler", "suite"), required=False)
     ops = OpsSpec(
@@ -278,6 +284,16 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         c.get(o2, "ops", "compiler", _string(None, "a compiler command"), "g++") or "g++",
         c.get(o2, "ops", "suite", _string(re.compile(r"^[a-z]+$"), "a Debian suite"), "bullseye") or "bullseye",
     )
+
+    api = c.get(data, "top level", "api", _choice("v1", "v2"), "v2")
+    sparse_adam = c.get(data, "top level", "v1_sparse_adam", _choice("dense", "lazy"), "dense")
+    if sparse_adam == "lazy" and (api != "v1" or not ops.build):
+        c.problem("top level: v1_sparse_adam =", '"lazy" needs api = "v1" and [ops] build = true (the fused kernel)')
+    runtime_env = data.get("runtime_env", {})
+    if not isinstance(runtime_env, dict) or not all(isinstance(k, str) and re.match(r"^[A-Z_][A-Z0-9_]*$", k) and isinstance(v, str)
+                                                    for k, v in runtime_env.items()):
+        c.problem("[runtime_env]", 'must map environment variable names to strings, e.g. TF_CPU_ALLOCATOR_USE_BFC = "true"')
+        runtime_env = {}
 
     if c.problems:
         raise RecipeError(c.problems)
@@ -294,6 +310,10 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         conflicts=conflicts,
         environment=environment,
         ops=ops,
+        api=api,
+        v1_sparse_adam=sparse_adam,
+        runtime_env=dict(runtime_env),
+        accept=accept or {},
     )
 
 
@@ -325,6 +345,17 @@ _DEBIAN_KEYS = (
     ("suite", r"^[a-z]+$", "a Debian suite such as \"bullseye\""),
     ("sha256", r"^[0-9a-f]{64}$", "the .deb's sha256 (64 hex digits)"),
 )
+
+
+def _accept(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError('expected a table like { numpy = ">=1.16,<1.20" }')
+    for module, specifier in value.items():
+        clauses = specifier.split(",") if isinstance(specifier, str) else []
+        if not module.replace(".", "_").isidentifier() or not clauses or not all(
+                re.match(r"^\s*(>=|<=|==|>|<)\s*\d+(\.\d+)*\s*$", c) for c in clauses):
+            raise ValueError(f"{module} = {specifier!r}: expected comparisons such as \">=1.16,<1.20\"")
+    return dict(value)
 
 
 def _runtime_spec(c: _Checker, data: dict, path: Path) -> RuntimeSpec:

@@ -71,6 +71,8 @@ def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tupl
         progress(f"copying the {recipe.name} environment")
         env = base.copy_to(folder)
         checks = _run_checks(env, wheel_path, str(canonicalize_name(wheel.metadata_name)), wheel, probe, scripts, progress)
+        if keep:  # the uninstall check removed it: leave the kept environment with the wheel installed
+            _python(env, ["-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", str(wheel_path)])
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)

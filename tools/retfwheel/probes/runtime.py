@@ -48,12 +48,17 @@ try:
 except ImportError as error:
     report["ops"] = {"present": False, "error": str(error)}
 else:
-    var = tf.Variable(np.ones((8, 4), np.float32))
-    m = tf.Variable(np.zeros((8, 4), np.float32))
-    v = tf.Variable(np.zeros((8, 4), np.float32))
     grad = np.full((3, 4), 0.5, np.float32)
     indices = np.array([1, 5, 1], np.int64)  # row 1 twice: the kernel sums duplicates
-    retf.ops.sparse_apply_adam(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8, grad, indices)
+    with tf.Graph().as_default() as ops_graph:
+        def table(name, value):
+            return tf.compat.v1.get_variable(name, initializer=np.full((8, 4), value, np.float32), use_resource=True)
+        var, m, v = table("var", 1.0), table("m", 0.0), table("v", 0.0)
+        update = retf.ops.sparse_apply_adam(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8, grad, indices)
+        with tf.compat.v1.Session(graph=ops_graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(update)
+            got = session.run(var)
     dense = np.zeros((8, 4), np.float32)
     np.add.at(dense, indices, grad)
     m_ref, v_ref = 0.1 * dense, 0.001 * dense ** 2
@@ -61,6 +66,6 @@ else:
     expected = np.ones((8, 4), np.float32)
     touched = sorted(set(indices.tolist()))
     expected[touched] -= step * m_ref[touched] / (np.sqrt(v_ref[touched]) + 1e-8)
-    error = float(np.max(np.abs(var.numpy() - expected)))
+    error = float(np.max(np.abs(got - expected)))
     report["ops"] = {"present": True, "max_error": error, "ok": error < 1e-5}
 print(json.dumps(report))
