@@ -124,3 +124,51 @@ def emulated():
 @pytest.fixture
 def bionic():
     return RECIPES / "ubuntu18.04-py36.toml"
+
+
+# --- the real TensorFlow wheel, built and verified once per test session (slow tests only) ---
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def python36():
+    from retfwheel.errors import InputFileError
+    from retfwheel.interpreter import find_python
+
+    try:
+        return find_python((3, 6))
+    except InputFileError as exc:
+        pytest.skip(f"no Python 3.6 interpreter on this machine: {exc}")
+
+
+@pytest.fixture(scope="session")
+def real_wheel():
+    from retfwheel.fetch import cache_root, fetch_default_input
+    from retfwheel.recipe import load_recipe
+
+    return fetch_default_input(load_recipe(RECIPES / "emulated-py36.toml"), cache_root())
+
+
+@pytest.fixture(scope="session")
+def built_wheel(real_wheel, python36, tmp_path_factory):
+    """tensorflow-cpu 2.6.2 rebuilt with recipes/emulated-py36.toml."""
+    out = tmp_path_factory.mktemp("built")
+    run = run_cli("build", real_wheel, "--recipe", RECIPES / "emulated-py36.toml", "--out-dir", out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return Path(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def verified(built_wheel, tmp_path_factory):
+    """`verify --json --keep-env` of the built wheel: (exit code, report, kept venv with the wheel installed)."""
+    import json
+
+    kept = tmp_path_factory.mktemp("kept") / "env"
+    run = run_cli("verify", built_wheel, "--recipe", RECIPES / "emulated-py36.toml", "--json", "--keep-env", kept)
+    try:
+        report = json.loads(run.stdout)
+    except ValueError:
+        report = {"checks": [], "stderr": run.stderr[-3000:]}
+    return run.returncode, report, kept / "venv"

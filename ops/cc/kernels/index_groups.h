@@ -27,6 +27,7 @@ struct IndexGroups {
   std::vector<Tindex> unique;
   std::vector<int32_t> offsets;
   std::vector<int32_t> positions;
+  std::vector<int32_t> group_of;  // the group of each position: positions' inverse
 
   int64_t size() const { return static_cast<int64_t>(unique.size()); }
   int64_t count(int64_t u) const { return offsets[u + 1] - offsets[u]; }
@@ -93,6 +94,7 @@ void GroupIndices(const Tindex* indices, int64_t n, int64_t key_bound, IndexGrou
   groups->unique.clear();
   groups->offsets.assign(1, 0);
   groups->positions.clear();
+  groups->group_of.clear();
   if (n == 0) return;
 
   internal::Scratch& s = internal::ThreadScratch();
@@ -129,9 +131,11 @@ void GroupIndices(const Tindex* indices, int64_t n, int64_t key_bound, IndexGrou
   groups->offsets.resize(num_groups + 1);
   groups->offsets[num_groups] = static_cast<int32_t>(n);
   groups->positions.resize(n);
+  groups->group_of.resize(n);
   Tindex* unique = groups->unique.data();
   int32_t* offsets = groups->offsets.data();
   int32_t* positions = groups->positions.data();
+  int32_t* group_of = groups->group_of.data();
   parallel_for(num_buckets, cost / 2, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       int32_t u = group_base[b];
@@ -141,6 +145,7 @@ void GroupIndices(const Tindex* indices, int64_t n, int64_t key_bound, IndexGrou
           offsets[u++] = k;
         }
         positions[k] = entries[k].position;
+        group_of[entries[k].position] = u - 1;
       }
     }
   });
