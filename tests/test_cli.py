@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from factory import make_wheel, record_hash, tensorflow_files
+from factory import make_wheel, tensorflow_files
 
 CODES = {"input": 3, "format": 4, "unsafe": 5, "record": 6, "recipe": 7, "target": 8, "processed": 9}
 

@@ -7,12 +7,12 @@ import configparser
 import dataclasses
 import importlib.resources
 import io
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from packaging.utils import canonicalize_name
 
 from retfwheel.elf import ElfInfo, read_elf
 from retfwheel.archive import Archive, MemberView, read_content
@@ -34,6 +34,7 @@ from retfwheel.plan import (
     VendorRuntime,
 )
 from retfwheel.recipe import Recipe
+from retfwheel.record import file_sha256
 from retfwheel.runtime import obtain_runtime
 from retfwheel.scan import scan_wheel
 from retfwheel.wheel import read_wheel
@@ -120,7 +121,7 @@ def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, 
     progress(f"verifying {len(wheels)} vendored wheels")
     for path in wheels:
         wheel = read_wheel(path)
-        scan = scan_wheel(wheel, verify=True)
+        scan_elves = _verified_elves(wheel, cache)
         version = str(wheel.version)
         renamed: dict[str, str] = {}
         for member in wheel.archive.members:
@@ -139,7 +140,7 @@ def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, 
                 result.members.append(CopyMember(dest, member, wheel.record[member.name].hash, wheel.archive))
             if not name.startswith(wheel.dist_info + "/"):
                 files.append((name, version))
-        for elf in scan.elves:
+        for elf in scan_elves:
             if elf.path in renamed:
                 result.elves.append(_renamed(elf, renamed[elf.path]))
         entry_points = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
@@ -153,6 +154,30 @@ def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, 
         result.notes.append(f"left out {len(dropped)} files pip would put outside site-packages or .pth files "
                             f"({', '.join(sorted(dropped)[:3])}{', ...' if len(dropped) > 3 else ''})")
     return result
+
+
+def _verified_elves(wheel, cache: Path) -> tuple[ElfInfo, ...]:
+    """Verify a vendored wheel against its RECORD and analyse its ELF files, once per file content.
+
+    The lock pins each file by sha256, so a verification done for those exact bytes still holds.
+    """
+    key = cache / "scans" / f"{file_sha256(wheel.path)}.json"
+    if key.exists():
+        return tuple(_elf_from_json(item) for item in json.loads(key.read_text()))
+    elves = scan_wheel(wheel, verify=True).elves
+    key.parent.mkdir(parents=True, exist_ok=True)
+    temporary = key.with_suffix(".tmp")
+    temporary.write_text(json.dumps([dataclasses.asdict(e) for e in elves]))
+    temporary.replace(key)
+    return elves
+
+
+def _elf_from_json(item: dict) -> ElfInfo:
+    item = dict(item)
+    for name in ("needed", "rpath", "runpath", "provides"):
+        item[name] = tuple(item[name])
+    item["version_needs"] = {k: tuple(v) for k, v in item["version_needs"].items()}
+    return ElfInfo(**item)
 
 
 def _vendored_name(name: str, dist_info: str, data_dir: str) -> str | None:

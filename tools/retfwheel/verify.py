@@ -19,6 +19,7 @@ from retfwheel.archive import MemberView, read_content
 from retfwheel.elf import read_elf
 from retfwheel.environment import Environment, emulated_command, prepare_environment
 from retfwheel.errors import InputFileError
+from retfwheel.injection import API_BEGIN
 from retfwheel.plan import RUNTIME_DIR
 from retfwheel.recipe import Recipe
 from retfwheel.wheel import read_wheel
@@ -131,6 +132,18 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
         else:
             checks.append(_status("op library sparse update", ops.get("ok") is True,
                                   f"fused lazy Adam on duplicated rows, max error {ops.get('max_error'):.2e} vs NumPy"))
+    if _has_v1_api(wheel):
+        progress("running a TensorFlow 1.15 program unchanged")
+        program = _python(env, [_probe_script("tf1_program.py")], emulate=True)
+        result = _json(program)
+        if result is None:
+            checks.append(Check("TF 1.15 program unchanged", "FAIL", _tail(program)))
+        else:
+            losses = result.get("losses", [0, 0])
+            good = not result.get("executing_eagerly") and losses[1] < losses[0] and "tf.contrib" in result.get("contrib", "")
+            checks.append(_status("TF 1.15 program unchanged", good,
+                                  f"graph mode, feature columns + tf.layers + Adam: loss {losses[0]:.3f} -> {losses[1]:.3f}, "
+                                  f"AUC {result.get('auc', 0):.3f}; tf.contrib explains its replacements"))
     for script in scripts:
         progress(f"running {script}")
         result = _python(env, [str(Path(script).resolve())], emulate=True)
@@ -142,6 +155,11 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     checks.append(_status("pip uninstall leaves nothing", uninstall.returncode == 0 and not left,
                           f"left: {', '.join(left[:5])}" if left else (_tail(uninstall) if uninstall.returncode else "clean")))
     return checks
+
+
+def _has_v1_api(wheel) -> bool:
+    init = wheel.archive.member("tensorflow/__init__.py")
+    return init is not None and API_BEGIN.encode() in read_content(wheel.archive, init)
 
 
 def probe_extension(cache: Path) -> Path:

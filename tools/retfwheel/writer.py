@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 from retfwheel.archive import Archive, iter_raw, open_archive_file
 from retfwheel.errors import OutputError
-from retfwheel.plan import BuildPlan, CopyMember, NewMember
+from retfwheel.plan import BuildPlan, CopyMember
 from retfwheel.record import RecordEntry, entry_for, format_record
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip can hold

@@ -1,0 +1,117 @@
+"""The 1.x API mode on the real wheel, in the emulated TF 1.15 environment (slow; run in CI)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import RECIPES, run_cli
+
+pytestmark = pytest.mark.slow
+
+LAZY_PROBE = """
+import json
+import numpy as np
+import tensorflow as tf
+
+table = tf.get_variable("table", initializer=np.ones((4, 2), np.float32))
+ids = tf.placeholder(tf.int32, [None])
+train = tf.train.AdamOptimizer(0.1).minimize(tf.reduce_sum(tf.nn.embedding_lookup(table, ids)))
+with tf.Session() as session:
+    session.run(tf.global_variables_initializer())
+    session.run(train, {ids: [0]})
+    first = session.run(table)[0].tolist()
+    session.run(train, {ids: [1]})  # row 0 untouched: dense Adam still moves it (momentum), lazy Adam does not
+    print(json.dumps({"optimizer": tf.train.AdamOptimizer.__name__, "untouched_row_moved": session.run(table)[0].tolist() != first}))
+"""
+
+SURFACE = """
+import json, os
+import tensorflow as tf
+from tensorflow.python.ops import partitioned_variables
+report = {"version": tf.__version__, "eager": tf.executing_eagerly(), "placeholder": hasattr(tf, "placeholder"),
+          "session": hasattr(tf, "Session"), "v2": hasattr(tf.compat.v2, "function"), "v1": tf.compat.v1.Session is tf.Session,
+          "partitioned": hasattr(partitioned_variables, "fixed_size_partitioner"),
+          "bfc": os.environ.get("TF_CPU_ALLOCATOR_USE_BFC")}
+try:
+    import tensorflow.contrib.layers
+except ImportError as error:
+    report["contrib_import"] = str(error)
+try:
+    tf.contrib.layers
+except AttributeError as error:
+    report["contrib_attribute"] = str(error)
+print(json.dumps(report))
+"""
+
+
+def kept_environment(recipe, real_wheel, folder):
+    built = run_cli("build", real_wheel, "--recipe", recipe, "--out-dir", folder / "out")
+    assert built.returncode == 0, built.stderr[-3000:]
+    wheel = built.stdout.strip().splitlines()[-1]
+    verified = run_cli("verify", wheel, "--recipe", recipe, "--keep-env", folder / "env")
+    assert verified.returncode == 0, verified.stdout + verified.stderr[-2000:]
+    assert "pass  TF 1.15 program unchanged" in verified.stdout
+    return folder / "env" / "venv"
+
+
+def run_in(recipe, venv, code, **environ):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU"))}
+    env.update(environ)
+    result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(venv),
+                             "python", "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def v1_env(real_wheel, python36, tmp_path_factory):
+    return kept_environment(RECIPES / "emulated-py36-tf1api.toml", real_wheel, tmp_path_factory.mktemp("v1"))
+
+
+@pytest.fixture(scope="module")
+def lazy_recipe(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lazy-recipe")
+    text = (RECIPES / "emulated-py36-tf1api.toml").read_text().replace('v1_sparse_adam = "dense"', 'v1_sparse_adam = "lazy"')
+    (folder / "emulated-py36-tf1api-lazy.toml").write_text(text)
+    shutil.copy(RECIPES / "emulated-py36.lock", folder / "emulated-py36.lock")
+    return folder / "emulated-py36-tf1api-lazy.toml"
+
+
+def test_import_tensorflow_is_the_1x_api(v1_env):
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    report = run_in(recipe, v1_env, SURFACE)
+    assert report["version"] == "2.6.2" and report["eager"] is False
+    assert report["placeholder"] and report["session"] and report["v2"] and report["v1"] and report["partitioned"]
+    for key in ("contrib_import", "contrib_attribute"):
+        assert "not part of TensorFlow 2.x" in report[key] and "tf.keras.layers" in report[key]
+
+
+def test_runtime_defaults_are_set_unless_the_user_chose(v1_env):
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    assert run_in(recipe, v1_env, SURFACE)["bfc"] == "true"
+    assert run_in(recipe, v1_env, SURFACE, TF_CPU_ALLOCATOR_USE_BFC="false")["bfc"] == "false"
+    assert run_in(recipe, v1_env, SURFACE, RETF_RUNTIME_DEFAULTS="0")["bfc"] is None
+
+
+def test_2x_api_on_request(v1_env):
+    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_env, "import json, tensorflow as tf; print(json.dumps({'eager': tf.executing_eagerly()}))",
+                    RETF_API="2")
+    assert report["eager"] is True
+
+
+def test_adam_keeps_dense_semantics_by_default(v1_env):
+    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_env, LAZY_PROBE)
+    assert report == {"optimizer": "AdamOptimizer", "untouched_row_moved": True}
+
+
+def test_opt_in_lazy_adam_leaves_untouched_rows_alone(real_wheel, python36, lazy_recipe, tmp_path_factory):
+    venv = kept_environment(lazy_recipe, real_wheel, tmp_path_factory.mktemp("lazy"))
+    report = run_in(lazy_recipe, venv, LAZY_PROBE)
+    assert report == {"optimizer": "LazyAdamOptimizer", "untouched_row_moved": False}
