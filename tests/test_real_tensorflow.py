@@ -67,3 +67,20 @@ def test_docker_entry_point_runs_the_same_verification(built_wheel, emulated):
     run = subprocess.run([str(script), str(built_wheel)], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     assert "pass  GLIBCXX_3.4.29 extension after import" in run.stdout
+
+
+def test_ubuntu1804_recipe_builds_ops_in_a_bullseye_root(real_wheel, bionic, tmp_path):
+    """The op library built with g++ 10 in a debootstrapped bullseye root loads on glibc 2.27."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
+        pytest.skip("needs root and debootstrap (.ci/run installs it) to make the Debian build root")
+    run = run_cli("build", real_wheel, "--recipe", bionic, "--out-dir", tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    built = run.stdout.strip().splitlines()[-1]
+    data = json.loads(run_cli("inspect", built, "--recipe", bionic, "--json").stdout)
+    ops = next(e for e in data["elf"] if e["path"] == "retf/_retf_ops.so")
+    assert ops["verdict"] == "ok" and tuple(map(int, ops["newest"]["GLIBC"].split("."))) <= (2, 17)
+    assert {e["verdict"] for e in data["elf"]} == {"ok"}
+    glibc = tuple(map(int, data["manylinux"][0].split("_")[1:3]))
+    assert glibc <= (2, 27)
