@@ -23,7 +23,7 @@ from retfwheel.oplib import derive_flags
 from retfwheel.plan import BuildPlan, CopyMember, make_plan, seal_plan
 from retfwheel.recipe import Recipe
 from retfwheel.record import file_sha256
-from retfwheel.scan import scan_wheel
+from retfwheel.scan import verified_elves
 from retfwheel.wheel import read_wheel
 from retfwheel.writer import build_epoch, write_wheel
 
@@ -48,17 +48,18 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path 
     progress(f"reading {input_path.name}")
     wheel = read_wheel(input_path)
     lock = _lock_for(wheel, recipe)
+    input_sha256 = file_sha256(input_path)
     progress(f"verifying {len(wheel.archive.members)} members against RECORD and analysing ELF files")
-    scan = scan_wheel(wheel, verify=True)
-    inspection = analyse(wheel, scan.elves, recipe)
+    elves = verified_elves(wheel, input_sha256, _cache(cache))
+    inspection = analyse(wheel, elves, recipe)
     op_flags = derive_flags(wheel.archive, inspection.tensorflow_version or "", inspection.cxx11_abi) \
         if recipe.ops.build and inspection.tensorflow_version else None
-    plan = make_plan(inspection, recipe, file_sha256(input_path), __version__, lock, op_flags)
+    plan = make_plan(inspection, recipe, input_sha256, __version__, lock, op_flags)
     if dry_run:
         return BuildResult(plan, inspection, None, None)
     target_python = _target_python(recipe, lock, cache, python)
     made = materialize(plan, recipe, wheel.archive, _cache(cache), target_python, progress)
-    shipped = output_elves(plan, scan.elves) + made.elves
+    shipped = output_elves(plan, elves) + made.elves
     plan = seal_plan(plan, made.members, made.notes, shipped, recipe, input_path)
     epoch = build_epoch()
     out_dir = Path(out_dir)

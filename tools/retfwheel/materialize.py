@@ -7,7 +7,6 @@ import configparser
 import dataclasses
 import importlib.resources
 import io
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from retfwheel.plan import (
 from retfwheel.recipe import Recipe
 from retfwheel.record import file_sha256
 from retfwheel.runtime import obtain_runtime
-from retfwheel.scan import scan_wheel
+from retfwheel.scan import verified_elves
 from retfwheel.wheel import read_wheel
 
 Progress = Callable[[str], None]
@@ -121,7 +120,7 @@ def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, 
     progress(f"verifying {len(wheels)} vendored wheels")
     for path in wheels:
         wheel = read_wheel(path)
-        scan_elves = _verified_elves(wheel, cache)
+        scan_elves = verified_elves(wheel, file_sha256(wheel.path), cache)
         version = str(wheel.version)
         renamed: dict[str, str] = {}
         for member in wheel.archive.members:
@@ -154,30 +153,6 @@ def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, 
         result.notes.append(f"left out {len(dropped)} files pip would put outside site-packages or .pth files "
                             f"({', '.join(sorted(dropped)[:3])}{', ...' if len(dropped) > 3 else ''})")
     return result
-
-
-def _verified_elves(wheel, cache: Path) -> tuple[ElfInfo, ...]:
-    """Verify a vendored wheel against its RECORD and analyse its ELF files, once per file content.
-
-    The lock pins each file by sha256, so a verification done for those exact bytes still holds.
-    """
-    key = cache / "scans" / f"{file_sha256(wheel.path)}.json"
-    if key.exists():
-        return tuple(_elf_from_json(item) for item in json.loads(key.read_text()))
-    elves = scan_wheel(wheel, verify=True).elves
-    key.parent.mkdir(parents=True, exist_ok=True)
-    temporary = key.with_suffix(".tmp")
-    temporary.write_text(json.dumps([dataclasses.asdict(e) for e in elves]))
-    temporary.replace(key)
-    return elves
-
-
-def _elf_from_json(item: dict) -> ElfInfo:
-    item = dict(item)
-    for name in ("needed", "rpath", "runpath", "provides"):
-        item[name] = tuple(item[name])
-    item["version_needs"] = {k: tuple(v) for k, v in item["version_needs"].items()}
-    return ElfInfo(**item)
 
 
 def _vendored_name(name: str, dist_info: str, data_dir: str) -> str | None:

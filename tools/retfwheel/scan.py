@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from retfwheel.archive import Member, MemberView, iter_content, open_archive_file, read_prefix
@@ -57,6 +60,33 @@ def scan_wheel(wheel: WheelInfo, *, verify: bool, workers: int | None = None) ->
             fh.close()
     elves = tuple(sorted((e for e in results if e is not None), key=lambda e: e.path))
     return Scan(elves=elves, hashes_verified=verify)
+
+
+def verified_elves(wheel: WheelInfo, sha256: str, cache: Path) -> tuple[ElfInfo, ...]:
+    """``scan_wheel(verify=True)``, done once per file content: the result is cached by the file's sha256.
+
+    A verification of these exact bytes against their RECORD still holds when the same bytes come back.
+    """
+    key = cache / "scans" / f"{sha256}.json"
+    if key.exists():
+        try:
+            return tuple(_elf_from_json(item) for item in json.loads(key.read_text()))
+        except (ValueError, TypeError, KeyError):
+            pass  # an unreadable cache entry is redone
+    elves = scan_wheel(wheel, verify=True).elves
+    key.parent.mkdir(parents=True, exist_ok=True)
+    temporary = key.with_name(f".{key.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps([dataclasses.asdict(e) for e in elves]))
+    temporary.replace(key)
+    return elves
+
+
+def _elf_from_json(item: dict) -> ElfInfo:
+    item = dict(item)
+    for name in ("needed", "rpath", "runpath", "provides"):
+        item[name] = tuple(item[name])
+    item["version_needs"] = {k: tuple(v) for k, v in item["version_needs"].items()}
+    return ElfInfo(**item)
 
 
 def _verify_member(fh, wheel: WheelInfo, member: Member) -> ElfInfo | None:
