@@ -18,7 +18,7 @@ from retfwheel.environment import Environment, emulated_command, prepare_environ
 from retfwheel.errors import RetfError, VerificationFailed
 from retfwheel.fetch import cache_root, fetch_default_input
 from retfwheel.inspection import Inspection, inspect_wheel, inspection_json
-from retfwheel.plan import InjectBootstrap, VendorDependencies, VendorRuntime
+from retfwheel.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
 from retfwheel.recipe import load_recipe
 from retfwheel.verify import verify_wheel
 
@@ -219,8 +219,14 @@ def _describe_step(step) -> str:
     if isinstance(step, VendorDependencies):
         kinds = sum(p.kind == "sdist" for p in step.lock.packages)
         return f"vendor {len(step.lock.packages)} locked distributions ({kinds} built from sdists) into {step.dest}/"
+    if isinstance(step, BuildOps):
+        flags = step.flags
+        return (f"compile the retf op library with {step.compiler} ({step.builder}"
+                f"{' ' + step.suite if step.builder == 'debian-root' else ''}): -std={flags.std}, "
+                f"_GLIBCXX_USE_CXX11_ABI={flags.cxx11_abi}, EIGEN_MAX_ALIGN_BYTES={flags.eigen_align}")
     if isinstance(step, InjectBootstrap):
-        return f"inject the bootstrap into {step.init_name}; conflicts: {step.conflicts}"
+        extra = f"; the 1.x API, sparse Adam {step.v1_sparse_adam}" if step.api == "v1" else ""
+        return f"inject the bootstrap into {step.init_name}; conflicts: {step.conflicts}{extra}"
     return repr(step)
 
 
