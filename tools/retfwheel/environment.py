@@ -18,6 +18,7 @@ from typing import Callable
 
 from retfwheel.errors import EmulationError, FetchError
 from retfwheel.interpreter import VENV_TOOLS, find_python, pip_venv
+from retfwheel.process import last_line
 from retfwheel.recipe import Recipe
 from retfwheel.runtime import obtain_runtime
 
@@ -65,7 +66,7 @@ def prepare_environment(recipe: Recipe, cache: Path, explicit_python: Path | Non
                                     capture_output=True, text=True)
             if result.returncode != 0:
                 shutil.rmtree(folder, ignore_errors=True)
-                raise FetchError(f"installing {', '.join(spec.packages)} into the environment failed: {_last_line(result)}")
+                raise FetchError(f"installing {', '.join(spec.packages)} into the environment failed: {last_line(result)}")
         (folder / ".retfwheel-environment").write_text(json.dumps(list(spec.packages)))
     return Environment(folder, python, runtime)
 
@@ -109,8 +110,3 @@ def _retarget_scripts(venv: Path, original: Path) -> None:
         data = path.read_bytes()
         if old in data[:4096]:
             path.write_bytes(data.replace(old, new))
-
-
-def _last_line(result: subprocess.CompletedProcess) -> str:
-    lines = [l for l in (result.stderr + "\n" + result.stdout).splitlines() if l.strip() and not l.startswith("WARNING: Location")]
-    return lines[-1] if lines else "no output"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from retfwheel.errors import FetchError
 from retfwheel.policy import installable_platforms
+from retfwheel.process import last_line
 from retfwheel.recipe import Recipe
 
 
@@ -54,9 +55,7 @@ def fetch_default_input(recipe: Recipe, cache: Path) -> Path:
         result = subprocess.run(command, capture_output=True, text=True)
         wheels = sorted(staging.glob("*.whl"))
         if result.returncode != 0 or len(wheels) != 1:
-            lines = [l for l in (result.stderr + result.stdout).splitlines() if l.strip()]
-            raise FetchError(f"downloading {requirement} for {recipe.target.python_tag} failed: "
-                             f"{lines[-1] if lines else 'pip found no wheel'}")
+            raise FetchError(f"downloading {requirement} for {recipe.target.python_tag} failed: {last_line(result)}")
         folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
         staging.rename(folder)

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from retfwheel.errors import FetchError, InputFileError
+from retfwheel.process import last_line
 
 
 def env_variable(version: tuple[int, int]) -> str:
@@ -85,7 +86,6 @@ def pip_venv(python: Path, folder: Path) -> Path:
     ):
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise FetchError(f"preparing a Python venv at {folder} failed: {tail[0]}")
+            raise FetchError(f"preparing a Python venv at {folder} failed: {last_line(result)}")
     marker.write_text(" ".join(VENV_TOOLS))
     return executable

@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel
 
 from retfwheel.errors import FetchError, RecipeError
 from retfwheel.fetch import pip_target_options
+from retfwheel.process import last_line
 from retfwheel.recipe import Recipe, tomllib
 from retfwheel.record import file_sha256
 from retfwheel.wheel import WheelInfo
@@ -173,8 +174,7 @@ def download(spec: str, recipe: Recipe, folder: Path, *, sdist: bool) -> Path:
 def _pip(python: Path, arguments: list[str]) -> None:
     result = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *arguments], capture_output=True, text=True)
     if result.returncode != 0:
-        lines = [l for l in (result.stderr + "\n" + result.stdout).splitlines() if l.strip() and not l.startswith("WARNING: Location")]
-        raise FetchError(f"pip {arguments[0]} failed: {lines[-1] if lines else 'no output'}")
+        raise FetchError(f"pip {arguments[0]} failed: {last_line(result)}")
 
 
 def fetch_locked(lock: Lock, recipe: Recipe, cache: Path, target_python: Path | None, progress: Progress) -> list[Path]:
@@ -255,7 +255,7 @@ def _patchelf() -> str:
 def _run(command: list[str]) -> None:
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise FetchError(f"{' '.join(command[:3])} failed: {(result.stderr or result.stdout).strip()[-300:]}")
+        raise FetchError(f"{' '.join(command[:3])} failed: {last_line(result)}")
 
 
 def _python_key(python: Path | None) -> str:

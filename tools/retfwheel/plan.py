@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
@@ -23,6 +24,7 @@ from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchEr
 from retfwheel.inspection import Inspection, require_tensorflow
 from retfwheel.lock import Lock, vendored_requirements
 from retfwheel.metadata import rewrite_headers
+from retfwheel.oplib import OpFlags
 from retfwheel.policy import installable_platforms, load_policies, lowest_policy
 from retfwheel.recipe import Recipe, RuntimeSpec, Target
 from retfwheel.verdict import Fit, bundled_libraries
@@ -84,7 +86,7 @@ class VendorDependencies:
 class BuildOps:
     """Compile the retf op library against the input's headers and ship it as the `retf` package."""
 
-    flags: object  # oplib.OpFlags, derived from the wheel by the read stage
+    flags: OpFlags  # derived from the wheel by the read stage
     builder: str
     compiler: str
     suite: str
@@ -139,7 +141,7 @@ class BuildPlan:
 
 
 def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_version: str, lock: Lock | None = None,
-              op_flags: object | None = None) -> BuildPlan:
+              op_flags: OpFlags | None = None) -> BuildPlan:
     """Decide the whole output of `retfwheel build` from the read stage's results."""
     wheel = inspection.wheel
     if inspection.processed is not None:
@@ -229,14 +231,14 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
 
 
 def seal_plan(plan: BuildPlan, produced: tuple[CopyMember | NewMember, ...], notes: tuple[str, ...],
-              elves: tuple[ElfInfo, ...], recipe: Recipe, inspection_path) -> BuildPlan:
+              elves: tuple[ElfInfo, ...], recipe: Recipe, where: Path) -> BuildPlan:
     """The final plan once the steps have produced their members: tags from every ELF file shipped."""
     glibc = tuple(recipe.target.glibc)
     for elf in elves:
         newest = elf.newest("GLIBC")
         if newest is not None and newest > glibc:
             raise AuditError(f"audit failed: {elf.path} needs GLIBC_{format_version(newest)}, the target has glibc {format_version(glibc)}")
-    platforms = _platform_tags(elves, inspection_path, recipe, frozenset())
+    platforms = _platform_tags(elves, where, recipe, frozenset())
     sealed = dataclasses.replace(plan, members=plan.members + tuple(produced), steps=(), changes=plan.changes + notes)
     return _with_tags(sealed, platforms)
 
@@ -318,7 +320,7 @@ def _bundled_runtime(runtime: VendorRuntime | None) -> frozenset[str]:
     return frozenset({"libstdc++.so.6"}) if runtime else frozenset()
 
 
-def _platform_tags(elves: tuple[ElfInfo, ...], where, recipe: Recipe, extra_bundled: frozenset[str]) -> tuple[str, ...]:
+def _platform_tags(elves: tuple[ElfInfo, ...], where: Path, recipe: Recipe, extra_bundled: frozenset[str]) -> tuple[str, ...]:
     target = recipe.target
     if recipe.output.platform == "auto":
         policy = lowest_policy(elves, bundled_libraries(elves) | extra_bundled, target.arch)

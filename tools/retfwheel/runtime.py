@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from retfwheel.errors import FetchError, InputFileError
+from retfwheel.process import last_line
 from retfwheel.recipe import RuntimeSpec
 from retfwheel.record import file_sha256
 
@@ -64,8 +65,7 @@ def fetch_deb(package: str, version: str, suite: str, sha256: str, arch: str, ca
         for command in (["apt-get", *options, "update"], ["apt-get", *options, "download", f"{package}:{_ARCH[arch][0]}={version}"]):
             result = subprocess.run(command, capture_output=True, text=True, cwd=scratch / "download")
             if result.returncode != 0:
-                last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-                raise FetchError(f"{' '.join(command[-2:]) if 'download' in command else 'apt-get update'} for {suite} failed: {last[0]}")
+                raise FetchError(f"apt-get {command[-2] if 'download' in command else 'update'} for {suite} failed: {last_line(result)}")
         debs = sorted((scratch / "download").glob("*.deb"))
         if len(debs) != 1:
             raise FetchError(f"apt-get download {package}={version} gave {len(debs)} files")

@@ -21,6 +21,7 @@ from retfwheel.environment import Environment, emulated_command, prepare_environ
 from retfwheel.errors import InputFileError
 from retfwheel.injection import API_BEGIN
 from retfwheel.plan import RUNTIME_DIR
+from retfwheel.process import last_line
 from retfwheel.recipe import Recipe
 from retfwheel.wheel import read_wheel
 
@@ -85,19 +86,19 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     before = _snapshot(env)
     progress(f"pip install --no-index {wheel_path.name}")
     install = _python(env, ["-m", "pip", "install", "--disable-pip-version-check", "--no-index", str(wheel_path)])
-    checks.append(_status("pip install --no-index", install.returncode == 0, _tail(install) if install.returncode else "installed offline"))
+    checks.append(_status("pip install --no-index", install.returncode == 0, last_line(install) if install.returncode else "installed offline"))
     if install.returncode != 0:
         return checks + [Check("remaining checks", "FAIL", "skipped: the wheel did not install")]
     after = _snapshot(env)
     checks.append(_unchanged(before, after, name))
     pip_check = _python(env, ["-m", "pip", "check", "--disable-pip-version-check"])
-    checks.append(_status("pip check", pip_check.returncode == 0, _tail(pip_check)))
+    checks.append(_status("pip check", pip_check.returncode == 0, last_line(pip_check)))
 
     if env.system_runtime is not None and probe is not None:
         progress("loading the GLIBCXX_3.4.29 probe without tensorflow (must fail under the old runtime)")
         alone = _python(env, [_probe_script("extension.py"), str(probe)], emulate=True)
         checks.append(_status("old runtime is emulated", alone.returncode != 0,
-                              "probe fails without tensorflow: " + _tail(alone) if alone.returncode else
+                              "probe fails without tensorflow: " + last_line(alone) if alone.returncode else
                               "the probe loaded without tensorflow: the old libstdc++ is not in effect"))
     else:
         checks.append(Check("old runtime is emulated", "n/a", "the recipe's environment has no old system libstdc++ (use its docker image)"))
@@ -107,7 +108,7 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     report = _json(run)
     expected = str(wheel.version.public)
     if report is None:
-        checks.append(Check("import tensorflow", "FAIL", _tail(run)))
+        checks.append(Check("import tensorflow", "FAIL", last_line(run)))
     else:
         checks.append(_status("import tensorflow", report.get("version") == expected,
                               f"tensorflow {report.get('version')} in {report.get('import_seconds')} s (expected {expected})"))
@@ -137,7 +138,7 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
         program = _python(env, [_probe_script("tf1_program.py")], emulate=True)
         result = _json(program)
         if result is None:
-            checks.append(Check("TF 1.15 program unchanged", "FAIL", _tail(program)))
+            checks.append(Check("TF 1.15 program unchanged", "FAIL", last_line(program)))
         else:
             losses = result.get("losses", [0, 0])
             good = not result.get("executing_eagerly") and losses[1] < losses[0] and "tf.contrib" in result.get("contrib", "")
@@ -147,13 +148,13 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     for script in scripts:
         progress(f"running {script}")
         result = _python(env, [str(Path(script).resolve())], emulate=True)
-        checks.append(_status(f"script {Path(script).name}", result.returncode == 0, _tail(result) or "exit 0"))
+        checks.append(_status(f"script {Path(script).name}", result.returncode == 0, last_line(result) or "exit 0"))
 
     progress("pip uninstall")
     uninstall = _python(env, ["-m", "pip", "uninstall", "-y", "--disable-pip-version-check", name])
     left = _left_behind(env, wheel) if uninstall.returncode == 0 else []
     checks.append(_status("pip uninstall leaves nothing", uninstall.returncode == 0 and not left,
-                          f"left: {', '.join(left[:5])}" if left else (_tail(uninstall) if uninstall.returncode else "clean")))
+                          f"left: {', '.join(left[:5])}" if left else (last_line(uninstall) if uninstall.returncode else "clean")))
     return checks
 
 
@@ -179,7 +180,7 @@ def probe_extension(cache: Path) -> Path:
         result = subprocess.run(["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-o", str(built), str(source)],
                                 capture_output=True, text=True)
         if result.returncode != 0:
-            raise InputFileError(f"compiling the GLIBCXX_3.4.29 probe with g++ failed: {_tail(result)}",
+            raise InputFileError(f"compiling the GLIBCXX_3.4.29 probe with g++ failed: {last_line(result)}",
                                  hint="verify needs g++ >= 11 to build its probe extension")
         data = built.read_bytes()
         needs = read_elf("probe.so", MemberView(iter([data]), len(data))).newest("GLIBCXX")
@@ -255,10 +256,3 @@ def _json(result: subprocess.CompletedProcess) -> dict | None:
 
 def _status(name: str, passed: bool, detail: str) -> Check:
     return Check(name, "pass" if passed else "FAIL", detail)
-
-
-def _tail(result: subprocess.CompletedProcess) -> str:
-    """The line that explains a result: pip's last ERROR line, else the last line."""
-    lines = [l for l in (result.stdout + "\n" + result.stderr).splitlines() if l.strip() and not l.startswith("WARNING: Location")]
-    errors = [l for l in lines if l.startswith("ERROR")]
-    return (errors or lines or [""])[-1][:300]
