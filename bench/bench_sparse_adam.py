@@ -12,7 +12,6 @@ of the whole table) is reported. Median of timed steps after warm-up.
 
 import os
 import statistics
-import sys
 import threading
 import time
 

@@ -7,7 +7,6 @@
 #include "embedding_lookup_sparse_kernels.h"
 
 #include <algorithm>
-#include <functional>
 #include <string>
 
 #include "tensorflow/core/framework/op_kernel.h"
@@ -169,10 +168,7 @@ class EmbeddingLookupSparseGradOp : public OpKernel {
       OP_REQUIRES(ctx, ids(j) >= 0, errors::InvalidArgument("ids[", j, "] = ", ids(j), " is negative"));
       id_bound = std::max(id_bound, static_cast<int64>(ids(j)) + 1);
     }
-    retf::GroupIndices(ids.data(), batch.nnz, id_bound, &groups,
-                       [pool](int64 count, int64 cost, const std::function<void(int64, int64)>& fn) {
-                         pool->ParallelFor(count, cost, fn);
-                       });
+    retf::GroupIndices(ids.data(), batch.nnz, id_bound, &groups);
     const int64 num_unique = groups.size();
     Tensor* unique_ids = nullptr;
     Tensor* values = nullptr;

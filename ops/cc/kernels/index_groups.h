@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace retf {
@@ -27,7 +28,6 @@ struct IndexGroups {
   std::vector<Tindex> unique;
   std::vector<int32_t> offsets;
   std::vector<int32_t> positions;
-  std::vector<int32_t> group_of;  // the group of each position: positions' inverse
 
   int64_t size() const { return static_cast<int64_t>(unique.size()); }
   int64_t count(int64_t u) const { return offsets[u + 1] - offsets[u]; }
@@ -35,20 +35,18 @@ struct IndexGroups {
 
 namespace internal {
 
-struct Entry {
-  int64_t key;
-  int32_t position;
-  bool operator<(const Entry& other) const {
-    return key < other.key || (key == other.key && position < other.position);
-  }
-};
+// An index and its position in one word, index in the high half: ordering the words orders
+// by index, then by position, which is exactly the grouping order.
+using Packed = uint64_t;
+constexpr int kPositionBits = 32;
+constexpr uint64_t kPositionMask = (uint64_t{1} << kPositionBits) - 1;
 
 // Reused between calls on one thread: fresh multi-megabyte buffers on every step cost a page
-// fault per 4 KiB, which dominated the grouping time.
+// fault per 4 KiB.
 struct Scratch {
-  std::vector<Entry> entries;
-  std::vector<int32_t> bucket_start;
-  std::vector<int32_t> group_base;
+  std::vector<Packed> keys;
+  std::vector<Packed> swap;
+  std::vector<int32_t> counts;
 };
 
 inline Scratch& ThreadScratch() {
@@ -56,105 +54,139 @@ inline Scratch& ThreadScratch() {
   return scratch;
 }
 
-// log2 of the key range of one bucket: about 16 indices per bucket when keys are spread
-// evenly over [0, key_bound). A function of n and key_bound only.
-inline int BucketShift(int64_t n, int64_t key_bound) {
-  int shift = 0;
-  while ((key_bound >> shift) > 1 && (key_bound >> shift) * 16 > n) ++shift;
-  return shift;
+inline int BitWidth(uint64_t x) {
+  int bits = 0;
+  while (x >> bits) ++bits;
+  return bits;
 }
 
-inline void SortBucket(Entry* begin, Entry* end) {
-  if (end - begin <= 32) {  // the common size: insertion sort beats std::sort's set-up
-    for (Entry* i = begin + 1; i < end; ++i) {
-      const Entry e = *i;
-      Entry* j = i;
-      for (; j > begin && e < *(j - 1); --j) *j = *(j - 1);
-      *j = e;
+// Below this many indices a comparison sort beats the radix passes' counts.
+constexpr int64_t kMinRadixIndices = 512;
+constexpr int kMaxDigitBits = 11;
+
+// The digits of a radix sort over key_bits bits: at most 11 bits each, so one pass's counts
+// (8 KiB) stay in L1; two passes cover up to 2^22 rows.
+struct Digits {
+  int passes;
+  int bits;
+  int64_t radix() const { return int64_t{1} << bits; }
+  uint64_t mask() const { return static_cast<uint64_t>(radix() - 1); }
+};
+
+inline Digits MakeDigits(int key_bits) {
+  const int passes = (key_bits + kMaxDigitBits - 1) / kMaxDigitBits;
+  return Digits{passes, (key_bits + passes - 1) / passes};
+}
+
+// Sorts keys[0 .. n) by the index bits above kPositionBits, stably, so positions stay
+// ascending within an index: least significant digit first, one scatter pass per digit.
+// count[p * radix + d] holds how many keys have digit d in pass p. Uses swap as the other
+// buffer; the result ends in keys.
+inline void RadixSortByIndex(std::vector<Packed>* keys, std::vector<Packed>* swap, int64_t n, const Digits& digits,
+                             int32_t* count) {
+  const int64_t radix = digits.radix();
+  const uint64_t mask = digits.mask();
+  swap->resize(n);
+  Packed* src = keys->data();
+  Packed* dst = swap->data();
+  for (int p = 0; p < digits.passes; ++p) {
+    int32_t* start = count + p * radix;
+    int32_t sum = 0;
+    for (int64_t d = 0; d < radix; ++d) {
+      const int32_t c = start[d];
+      start[d] = sum;
+      sum += c;
     }
-  } else {
-    std::sort(begin, end);
+    const int shift = kPositionBits + p * digits.bits;
+    for (int64_t i = 0; i < n; ++i) dst[start[(src[i] >> shift) & mask]++] = src[i];
+    std::swap(src, dst);
   }
+  if (src != keys->data()) keys->swap(*swap);
 }
 
-inline int32_t CountKeys(const Entry* begin, const Entry* end) {
-  int32_t count = 0;
-  for (const Entry* e = begin; e < end; ++e) count += (e == begin || e->key != (e - 1)->key);
-  return count;
+// Groups by sorting whole (index, position) pairs; for index ranges too wide to pack.
+template <typename Tindex>
+void GroupIndicesBySort(const Tindex* indices, int64_t n, IndexGroups<Tindex>* groups) {
+  std::vector<std::pair<int64_t, int32_t>> pairs(n);
+  for (int64_t i = 0; i < n; ++i) pairs[i] = {static_cast<int64_t>(indices[i]), static_cast<int32_t>(i)};
+  std::sort(pairs.begin(), pairs.end());
+  groups->positions.resize(n);
+  for (int64_t k = 0; k < n; ++k) {
+    if (k == 0 || pairs[k].first != pairs[k - 1].first) {
+      groups->unique.push_back(static_cast<Tindex>(pairs[k].first));
+      groups->offsets.push_back(static_cast<int32_t>(k));
+    }
+    groups->positions[k] = pairs[k].second;
+  }
+  groups->offsets.push_back(static_cast<int32_t>(n));
 }
 
 }  // namespace internal
 
-// Groups indices[0 .. n), all in [0, key_bound), n <= kMaxGroupedIndices: a bucket pass by key
-// range, then a sort of each small bucket, buckets spread over
-// parallel_for(count, cost_per_unit, fn(begin, end)).
-template <typename Tindex, typename ParallelFor>
-void GroupIndices(const Tindex* indices, int64_t n, int64_t key_bound, IndexGroups<Tindex>* groups,
-                  const ParallelFor& parallel_for) {
+// Groups indices[0 .. n), all in [0, key_bound), n <= kMaxGroupedIndices. Packs each index
+// with its position into one word and sorts the words with a radix sort on the index bits (two
+// passes up to 2^22 rows): a few sequential passes with no data-dependent branches, about 8 ns
+// per index here against 27 for bucketing plus insertion sort. Serial: at 65,536 indices the
+// whole grouping takes about half a millisecond, less than handing it to a busy pool costs.
+template <typename Tindex>
+void GroupIndices(const Tindex* indices, int64_t n, int64_t key_bound, IndexGroups<Tindex>* groups) {
   groups->unique.clear();
   groups->offsets.assign(1, 0);
   groups->positions.clear();
-  groups->group_of.clear();
   if (n == 0) return;
-
-  internal::Scratch& s = internal::ThreadScratch();
-  const int shift = internal::BucketShift(n, key_bound);
-  const int64_t num_buckets = ((key_bound - 1) >> shift) + 1;
-  s.bucket_start.assign(num_buckets + 1, 0);
-  for (int64_t i = 0; i < n; ++i) ++s.bucket_start[(static_cast<int64_t>(indices[i]) >> shift) + 1];
-  for (int64_t b = 0; b < num_buckets; ++b) s.bucket_start[b + 1] += s.bucket_start[b];
-  s.entries.resize(n);
-  {
-    std::vector<int32_t> cursor(s.bucket_start.begin(), s.bucket_start.end() - 1);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t key = static_cast<int64_t>(indices[i]);
-      s.entries[cursor[key >> shift]++] = internal::Entry{key, static_cast<int32_t>(i)};
-    }
+  const int key_bits = std::max(1, internal::BitWidth(static_cast<uint64_t>(key_bound - 1)));
+  if (key_bits > 64 - internal::kPositionBits) {
+    groups->offsets.clear();
+    internal::GroupIndicesBySort(indices, n, groups);
+    return;
   }
 
-  internal::Entry* entries = s.entries.data();
-  const int32_t* start = s.bucket_start.data();
-  s.group_base.assign(num_buckets + 1, 0);
-  int32_t* group_base = s.group_base.data();
-  const int64_t cost = 8 * (n / num_buckets + 1) * 8;
-  parallel_for(num_buckets, cost, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      // With shift 0 a bucket holds one key, its positions already ascending.
-      if (shift > 0) internal::SortBucket(entries + start[b], entries + start[b + 1]);
-      group_base[b + 1] = internal::CountKeys(entries + start[b], entries + start[b + 1]);
+  internal::Scratch& s = internal::ThreadScratch();
+  s.keys.resize(n);
+  internal::Packed* keys = s.keys.data();
+  auto pack = [&](int64_t i) {
+    return (static_cast<uint64_t>(indices[i]) << internal::kPositionBits) | static_cast<uint64_t>(i);
+  };
+  if (n < internal::kMinRadixIndices) {
+    for (int64_t i = 0; i < n; ++i) keys[i] = pack(i);
+    std::sort(keys, keys + n);
+  } else {
+    // Packing and counting every pass's digits share one read of the indices.
+    const internal::Digits digits = internal::MakeDigits(key_bits);
+    const int64_t radix = digits.radix();
+    const uint64_t mask = digits.mask();
+    s.counts.assign(digits.passes * radix, 0);
+    int32_t* count = s.counts.data();
+    for (int64_t i = 0; i < n; ++i) {
+      keys[i] = pack(i);
+      const uint64_t index = static_cast<uint64_t>(indices[i]);
+      for (int p = 0; p < digits.passes; ++p) ++count[p * radix + ((index >> (p * digits.bits)) & mask)];
     }
-  });
-  for (int64_t b = 0; b < num_buckets; ++b) group_base[b + 1] += group_base[b];
+    internal::RadixSortByIndex(&s.keys, &s.swap, n, digits, count);
+    keys = s.keys.data();
+  }
 
-  const int32_t num_groups = group_base[num_buckets];
-  groups->unique.resize(num_groups);
-  groups->offsets.resize(num_groups + 1);
-  groups->offsets[num_groups] = static_cast<int32_t>(n);
+  // At most n groups: size for that, fill in one pass, then trim (no reallocation).
+  groups->unique.resize(n);
+  groups->offsets.resize(n + 1);
   groups->positions.resize(n);
-  groups->group_of.resize(n);
   Tindex* unique = groups->unique.data();
   int32_t* offsets = groups->offsets.data();
   int32_t* positions = groups->positions.data();
-  int32_t* group_of = groups->group_of.data();
-  parallel_for(num_buckets, cost / 2, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      int32_t u = group_base[b];
-      for (int32_t k = start[b]; k < start[b + 1]; ++k) {
-        if (k == start[b] || entries[k].key != entries[k - 1].key) {
-          unique[u] = static_cast<Tindex>(entries[k].key);
-          offsets[u++] = k;
-        }
-        positions[k] = entries[k].position;
-        group_of[entries[k].position] = u - 1;
-      }
+  int32_t u = 0;
+  uint64_t previous = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const uint64_t index = keys[k] >> internal::kPositionBits;
+    if (k == 0 || index != previous) {
+      unique[u] = static_cast<Tindex>(index);
+      offsets[u++] = static_cast<int32_t>(k);
+      previous = index;
     }
-  });
-}
-
-// Serial grouping, for callers without a thread pool.
-template <typename Tindex>
-void GroupIndices(const Tindex* indices, int64_t n, int64_t key_bound, IndexGroups<Tindex>* groups) {
-  GroupIndices(indices, n, key_bound, groups, [](int64_t count, int64_t, const auto& fn) { fn(0, count); });
+    positions[k] = static_cast<int32_t>(keys[k] & internal::kPositionMask);
+  }
+  offsets[u] = static_cast<int32_t>(n);
+  groups->unique.resize(u);
+  groups->offsets.resize(u + 1);
 }
 
 }  // namespace retf

@@ -6,7 +6,6 @@
 #include "sparse_apply_adam_kernels.h"
 
 #include <cmath>
-#include <functional>
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
@@ -34,11 +33,7 @@ Status GroupCheckedIndices(OpKernelContext* ctx, const Tensor& indices, int64 nu
                                      "): the variable has ", num_rows, " rows");
     }
   }
-  thread::ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  retf::GroupIndices(flat.data(), flat.size(), num_rows, groups,
-                     [pool](int64 count, int64 cost, const std::function<void(int64, int64)>& fn) {
-                       pool->ParallelFor(count, cost, fn);
-                     });
+  retf::GroupIndices(flat.data(), flat.size(), num_rows, groups);
   return Status::OK();
 }
 

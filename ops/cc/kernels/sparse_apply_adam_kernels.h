@@ -23,91 +23,116 @@ struct AdamCoefficients {
 };
 
 // Touched rows are scattered over tables far larger than the caches, so each row costs a TLB
-// and cache miss; asking for the rows a few groups ahead overlaps those misses.
-// Four groups ahead is ~64 cache lines in flight for 64-float rows, past what a core tracks.
-constexpr int64_t kPrefetchDistance = 4;
+// and cache miss; asking for the rows a few groups ahead overlaps those misses. The distance
+// is counted in bytes, so wide rows and groups with many duplicates do not flood the core's
+// few outstanding-miss slots with requests it would have to stall on.
+constexpr int64_t kPrefetchBytes = 4096;
 constexpr int64_t kCacheLine = 64;
 
-inline void PrefetchRow(const void* row, int64_t bytes) {
+inline void PrefetchRowForWrite(const void* row, int64_t bytes) {
   const char* p = static_cast<const char*>(row);
   for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 1, 3);
 }
 
-// Sums the gradient rows of each group into summed[u] (U x row_size), reading grad in position
-// order: sequential reads and writes into a buffer that stays in cache, where gathering each
-// group's rows would jump around grad. Each of `parts` workers owns a range of groups and
-// adds in position order, so the sums do not depend on the split.
-template <typename T, typename Tindex>
-void SumDuplicates(tensorflow::thread::ThreadPool* pool, const T* grad, int64_t row_size,
-                   const IndexGroups<Tindex>& groups, T* summed) {
-  using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-  using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-  const int64_t num_groups = groups.size();
-  const int64_t n = static_cast<int64_t>(groups.group_of.size());
-  const int64_t parts = std::max(1, std::min<int>(pool->NumThreads(), static_cast<int>(num_groups)));
-  auto sum_part = [&](int64_t first_part, int64_t end_part) {
-    for (int64_t part = first_part; part < end_part; ++part) {
-      const int32_t begin = static_cast<int32_t>(num_groups * part / parts);
-      const int32_t end = static_cast<int32_t>(num_groups * (part + 1) / parts);
-      std::fill(summed + begin * row_size, summed + end * row_size, T(0));
-      for (int64_t i = 0; i < n; ++i) {
-        const int32_t u = groups.group_of[i];
-        if (u < begin || u >= end) continue;
-        Row(summed + u * row_size, row_size) += ConstRow(grad + i * row_size, row_size);
-      }
-    }
+inline void PrefetchRowForRead(const void* row, int64_t bytes) {
+  const char* p = static_cast<const char*>(row);
+  for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 0, 3);
+}
+
+// One row of lazy Adam in a single pass over its elements: m = m * beta1 + g * (1 - beta1),
+// v = v * beta2 + g^2 * (1 - beta2), var -= (m * lr) / (sqrt(v) + epsilon), rounded exactly as
+// the Eigen array expressions for the three rows round them (the earlier form of this kernel,
+// so results do not change). That needs care in one place: Eigen's float packet square root is
+// an approximation (rsqrt and one Newton step) while its scalar one is exact, and Eigen runs
+// packets from the destination's first packet-aligned element on, so the packet range here is
+// var's. Products, sums and quotients round the same in packets and scalars.
+template <typename T>
+inline void UpdateRow(T* var, T* m, T* v, const T* g, int64_t n, const AdamCoefficients<T>& k,
+                      T one_minus_beta1, T one_minus_beta2) {
+  using Packet = typename Eigen::internal::packet_traits<T>::type;
+  constexpr int64_t kSize = Eigen::internal::packet_traits<T>::size;
+  constexpr int kAlignment = kSize * sizeof(T);  // SSE and AVX packets align to their size
+  auto scalar = [&](int64_t j) {
+    const T m_j = m[j] * k.beta1 + g[j] * one_minus_beta1;
+    const T v_j = v[j] * k.beta2 + (g[j] * g[j]) * one_minus_beta2;
+    m[j] = m_j;
+    v[j] = v_j;
+    var[j] -= (m_j * k.lr) / (Eigen::numext::sqrt(v_j) + k.epsilon);
   };
-  pool->ParallelFor(parts, n * row_size * 4, sum_part);
+  const int64_t first = kSize > 1 ? Eigen::internal::first_aligned<kAlignment>(var, n) : n;
+  const int64_t last = first + (n - first) / kSize * kSize;
+  for (int64_t j = 0; j < first; ++j) scalar(j);
+  namespace e = Eigen::internal;
+  const Packet beta1 = e::pset1<Packet>(k.beta1), beta2 = e::pset1<Packet>(k.beta2);
+  const Packet c1 = e::pset1<Packet>(one_minus_beta1), c2 = e::pset1<Packet>(one_minus_beta2);
+  const Packet lr = e::pset1<Packet>(k.lr), epsilon = e::pset1<Packet>(k.epsilon);
+  for (int64_t j = first; j < last; j += kSize) {
+    const Packet g_j = e::ploadu<Packet>(g + j);
+    const Packet m_j = e::padd(e::pmul(e::ploadu<Packet>(m + j), beta1), e::pmul(g_j, c1));
+    const Packet v_j = e::padd(e::pmul(e::ploadu<Packet>(v + j), beta2), e::pmul(e::pmul(g_j, g_j), c2));
+    e::pstoreu(m + j, m_j);
+    e::pstoreu(v + j, v_j);
+    const Packet step = e::pdiv(e::pmul(m_j, lr), e::padd(e::psqrt(v_j), epsilon));
+    e::pstore(var + j, e::psub(e::pload<Packet>(var + j), step));
+  }
+  for (int64_t j = last; j < n; ++j) scalar(j);
 }
 
 // Updates var, m and v (row-major, rows of row_size elements) at the rows in groups.
-// grad holds one row per position of the original index vector; rows named more than once
-// are summed first. Groups are split over the pool, one thread per group.
+// grad holds one row per position of the original index vector. Groups are split over the
+// pool, one thread per group, in ascending row order. When any row is named more than once,
+// each group's gradient rows are summed, from zero and in position order, into a row buffer
+// that stays in L1, and the update reads that sum; the sums do not depend on the split.
 template <typename T, typename Tindex>
 struct SparseApplyAdam {
   void operator()(tensorflow::thread::ThreadPool* pool, T* var, T* m, T* v,
                   const T* grad, int64_t row_size, const IndexGroups<Tindex>& groups,
                   const AdamCoefficients<T>& k) const {
-    using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-    using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
     const int64_t num_groups = groups.size();
     if (num_groups == 0 || row_size == 0) return;
-    // With duplicates, group u's gradient is summed[u]; without, the row at its one position.
-    const bool has_duplicates = static_cast<int64_t>(groups.positions.size()) > num_groups;
-    static thread_local std::vector<T> summed;
-    if (has_duplicates) {
-      summed.resize(num_groups * row_size);
-      SumDuplicates(pool, grad, row_size, groups, summed.data());
-    }
-    const T* group_grad = has_duplicates ? summed.data() : grad;
-    const int32_t* grad_row = has_duplicates ? nullptr : groups.positions.data();
+    const int64_t num_positions = static_cast<int64_t>(groups.positions.size());
+    const bool has_duplicates = num_positions > num_groups;
+    const Tindex* unique = groups.unique.data();
+    const int32_t* offsets = groups.offsets.data();
+    const int32_t* positions = groups.positions.data();
+    const int64_t row_bytes = row_size * static_cast<int64_t>(sizeof(T));
+    // Rows of var, m, v and grad in flight per group, on average.
+    const int64_t group_bytes = row_bytes * (3 + num_positions / num_groups);
+    const int64_t distance = std::max<int64_t>(1, kPrefetchBytes / group_bytes);
 
     const T one_minus_beta1 = T(1) - k.beta1;
     const T one_minus_beta2 = T(1) - k.beta2;
     auto update = [&](int64_t begin, int64_t end) {
+      static thread_local std::vector<T> sum;
+      if (has_duplicates) sum.resize(row_size);
       auto prefetch = [&](int64_t u) {
-        const int64_t offset = static_cast<int64_t>(groups.unique[u]) * row_size;
-        const int64_t bytes = row_size * static_cast<int64_t>(sizeof(T));
-        PrefetchRow(var + offset, bytes);
-        PrefetchRow(m + offset, bytes);
-        PrefetchRow(v + offset, bytes);
-        PrefetchRow(group_grad + (grad_row ? grad_row[u] : u) * row_size, bytes);
+        const int64_t offset = static_cast<int64_t>(unique[u]) * row_size;
+        PrefetchRowForWrite(var + offset, row_bytes);
+        PrefetchRowForWrite(m + offset, row_bytes);
+        PrefetchRowForWrite(v + offset, row_bytes);
+        for (int32_t i = offsets[u]; i < offsets[u + 1]; ++i) {
+          PrefetchRowForRead(grad + positions[i] * row_size, row_bytes);
+        }
       };
-      for (int64_t u = begin; u < std::min(end, begin + kPrefetchDistance); ++u) prefetch(u);
+      for (int64_t u = begin; u < std::min(end, begin + distance); ++u) prefetch(u);
       for (int64_t u = begin; u < end; ++u) {
-        if (u + kPrefetchDistance < end) prefetch(u + kPrefetchDistance);
-        const int64_t offset = static_cast<int64_t>(groups.unique[u]) * row_size;
-        ConstRow g_row(group_grad + (grad_row ? grad_row[u] : u) * row_size, row_size);
-        Row m_row(m + offset, row_size);
-        Row v_row(v + offset, row_size);
-        Row var_row(var + offset, row_size);
-        m_row = m_row * k.beta1 + g_row * one_minus_beta1;
-        v_row = v_row * k.beta2 + g_row.square() * one_minus_beta2;
-        var_row -= (m_row * k.lr) / (v_row.sqrt() + k.epsilon);
+        if (u + distance < end) prefetch(u + distance);
+        const int64_t offset = static_cast<int64_t>(unique[u]) * row_size;
+        const T* g = grad + positions[offsets[u]] * row_size;
+        if (has_duplicates) {
+          T* s = sum.data();
+          for (int64_t j = 0; j < row_size; ++j) s[j] = T(0) + g[j];
+          for (int32_t i = offsets[u] + 1; i < offsets[u + 1]; ++i) {
+            const T* g_i = grad + positions[i] * row_size;
+            for (int64_t j = 0; j < row_size; ++j) s[j] += g_i[j];
+          }
+          g = s;
+        }
+        UpdateRow(var + offset, m + offset, v + offset, g, row_size, k, one_minus_beta1, one_minus_beta2);
       }
     };
-    // Bytes moved per group dominate: var, m and v rows read and written, one gradient row read.
-    pool->ParallelFor(num_groups, row_size * 16, update);
+    // Bytes moved per group dominate: var, m and v rows read and written, gradient rows read.
+    pool->ParallelFor(num_groups, 4 * (group_bytes + 3 * row_bytes) / static_cast<int64_t>(sizeof(T)), update);
   }
 };
 
