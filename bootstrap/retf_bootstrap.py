@@ -256,7 +256,9 @@ def expose_v1_api(namespace, config):
     if os.environ.get("RETF_API", "") == "2":
         return
     from tensorflow._api.v2.compat import v1
-    v1.disable_v2_behavior()
+    from tensorflow.python.util import deprecation
+    with deprecation.silence():  # TF 1.15 printed no deprecation notices at import; neither do we
+        v1.disable_v2_behavior()
     for name in dir(v1):
         if not name.startswith("__"):
             namespace[name] = getattr(v1, name)

@@ -22,8 +22,6 @@ import sys
 
 import pytest
 
-from retfwheel.errors import InputFileError
-from retfwheel.interpreter import find_python
 
 pytestmark = pytest.mark.slow
 
@@ -45,14 +43,6 @@ def retfwheel(*args: object) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="session")
-def python36():
-    try:
-        return find_python((3, 6))
-    except InputFileError as exc:
-        pytest.skip(f"no Python 3.6 interpreter on this machine: {exc}")
-
-
-@pytest.fixture(scope="session")
 def v1_venv(python36, tmp_path_factory) -> Path:
     """The tf1api wheel, built and verified, installed in a kept copy of the old environment."""
     out = tmp_path_factory.mktemp("tf1api-wheel")
@@ -66,23 +56,25 @@ def v1_venv(python36, tmp_path_factory) -> Path:
 
 
 class Runner:
-    """Runs a program on one side; each (program, arguments) once per session."""
+    """Runs programs on one side, each (program, arguments) once per session, in a work dir of its own."""
 
     def __init__(self, recipe: Path, venv: Path | None, folder: Path):
-        self.recipe, self.venv, self.folder, self.results = recipe, venv, folder, {}
+        self.recipe, self.venv, self.folder = recipe, venv, folder
+        self.results: dict[tuple, dict] = {}
+        self.work_dirs: dict[tuple, Path] = {}
 
     def __call__(self, name: str, *args: str) -> dict:
         key = (name,) + args
         if key not in self.results:
-            self.results[key] = self._run(name, args)
+            work = self.work_dirs[key] = self.folder / f"{name}-{len(self.work_dirs)}"
+            work.mkdir()
+            self.results[key] = self._run(name, work, args)
         return self.results[key]
 
     def work_dir(self, name: str, *args: str) -> Path:
-        return self.folder / "-".join((name,) + args)
+        return self.work_dirs[(name,) + args]
 
-    def _run(self, name, args):
-        work = self.work_dir(name, *args)
-        work.mkdir(parents=True)
+    def _run(self, name, work, args):
         env_option = ("--env", self.venv) if self.venv else ()
         run = retfwheel("run", "--recipe", self.recipe, *env_option, "python", PROGRAMS / f"{name}.py", work, *args)
         assert run.returncode == 0, f"{name} failed under {self.recipe.name}:\n{run.stderr[-4000:]}"
