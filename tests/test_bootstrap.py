@@ -8,20 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from retfwheel.errors import InputFileError
 from retfwheel.injection import bootstrap_block, inject
-from retfwheel.interpreter import find_python
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
-
-
-@pytest.fixture(scope="module")
-def python36():
-    try:
-        return find_python((3, 6))
-    except InputFileError as exc:
-        pytest.skip(f"no Python 3.6 interpreter on this machine: {exc}")
 
 
 @pytest.fixture
