@@ -15,7 +15,7 @@ from retfwheel import __version__
 from retfwheel.build import BuildResult, build_wheel, lock_wheel
 from retfwheel.elf import FAMILIES, format_version
 from retfwheel.environment import Environment, emulated_command, prepare_environment
-from retfwheel.errors import RetfError, VerificationFailed
+from retfwheel.errors import InputFileError, RetfError, VerificationFailed
 from retfwheel.fetch import cache_root, fetch_default_input
 from retfwheel.inspection import Inspection, inspect_wheel, inspection_json
 from retfwheel.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
@@ -190,6 +190,8 @@ def run(ctx: _Context, recipe_path: Path | None, env_dir: Path | None, python: P
     recipe = load_recipe(recipe_path)
     base = prepare_environment(recipe, cache_root(cache_dir), python, ctx.progress)
     env = Environment(env_dir, env_dir / "bin" / "python", base.system_runtime) if env_dir else base
+    if not env.python.exists():
+        raise InputFileError(f"{env_dir}: not a venv (no bin/python)", hint="pass DIR/venv of `retfwheel verify --keep-env DIR`")
     argv = [str(env.python) if i == 0 and c in ("python", "python3") else c for i, c in enumerate(command)]
     sys.exit(subprocess.run(emulated_command(env, argv)).returncode)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.errors import EmulationError, FetchError
+from retfwheel.errors import EmulationError, FetchError, RecipeError
 from retfwheel.interpreter import VENV_TOOLS, find_python, pip_venv
 from retfwheel.process import last_line
 from retfwheel.recipe import Recipe
@@ -42,7 +42,8 @@ def prepare_environment(recipe: Recipe, cache: Path, explicit_python: Path | Non
     """The recipe's emulated environment, created on first use."""
     spec = recipe.environment
     if spec is None:
-        raise FetchError(f"{recipe.path}: has no [environment] section to verify in")
+        raise RecipeError([f"{recipe.path}: has no [environment] section to verify in"],
+                          hint="add [environment] packages = [...] (see recipes/emulated-py36.toml)")
     interpreter = find_python(recipe.target.python, explicit_python)
     key = hashlib.sha256(json.dumps([str(interpreter), list(spec.packages), list(VENV_TOOLS)]).encode()).hexdigest()[:16]
     folder = cache / "environments" / f"{recipe.name}-{key}"
