@@ -29,6 +29,7 @@ class Inspection:
     policy: Policy | None  # most compatible manylinux policy the ELF files satisfy
     verdicts: tuple[Verdict, ...] | None  # per ELF, against the recipe's target
     processed: dict | None  # provenance of an earlier retfwheel run, if any
+    package_init: bytes | None = None  # tensorflow/__init__.py, which a build patches
 
     @property
     def bundled(self) -> frozenset[str]:
@@ -55,6 +56,7 @@ def analyse(wheel: WheelInfo, elves: tuple[ElfInfo, ...], recipe: Recipe | None)
         policy=lowest_policy(elves, bundled, arch),
         verdicts=verdicts,
         processed=_provenance(wheel),
+        package_init=read_content(wheel.archive, init) if (init := wheel.archive.member("tensorflow/__init__.py")) else None,
     )
 
 

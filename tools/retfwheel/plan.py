@@ -18,7 +18,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from retfwheel.archive import Archive, Member, read_content
+from retfwheel.archive import Archive, Member
 from retfwheel.elf import ElfInfo, format_version
 from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchError
 from retfwheel.inspection import Inspection, require_tensorflow
@@ -172,14 +172,12 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
     init_name = f"{PACKAGE}/__init__.py"
     patched: set[str] = set()
     if steps or recipe.api == "v1" or recipe.runtime_env:
-        init = wheel.archive.member(init_name)
-        ep = wheel.archive.member(entry_points)
         steps.append(
             InjectBootstrap(
                 init_name,
-                read_content(wheel.archive, init),
-                _rename(entry_points, renames) if ep else None,
-                read_content(wheel.archive, ep) if ep else None,
+                inspection.package_init or b"",
+                _rename(entry_points, renames) if wheel.entry_points is not None else None,
+                wheel.entry_points,
                 recipe.conflicts,
                 dict(recipe.deps.scripts or {}) if recipe.deps else {},
                 recipe.deps.environment_scripts if recipe.deps else (),

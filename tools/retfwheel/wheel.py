@@ -37,6 +37,7 @@ class WheelInfo:
     metadata_name: str
     requires_dist: tuple[str, ...]
     provenance: bytes | None
+    entry_points: bytes | None = None
 
     @property
     def path(self) -> Path:
@@ -73,6 +74,7 @@ def read_wheel(path: Path) -> WheelInfo:
     if not message.get("Name") or not message.get("Version"):
         raise WheelFormatError(f"{path}: {dist_info}/METADATA has no Name or Version")
     provenance_member = archive.member(f"{dist_info}/{PROVENANCE_FILE}")
+    entry_points_member = archive.member(f"{dist_info}/entry_points.txt")
     return WheelInfo(
         archive=archive,
         filename=path.name,
@@ -87,6 +89,7 @@ def read_wheel(path: Path) -> WheelInfo:
         metadata_name=str(message["Name"]),
         requires_dist=tuple(str(r) for r in message.get_all("Requires-Dist") or ()),
         provenance=read_content(archive, provenance_member) if provenance_member else None,
+        entry_points=read_content(archive, entry_points_member) if entry_points_member else None,
     )
 
 
