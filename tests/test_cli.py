@@ -10,7 +10,7 @@ import pytest
 
 from factory import make_wheel, tensorflow_files
 
-CODES = {"input": 3, "format": 4, "unsafe": 5, "record": 6, "recipe": 7, "target": 8, "processed": 9}
+CODES = {"input": 3, "format": 4, "unsafe": 5, "record": 6, "recipe": 7, "target": 8, "processed": 9, "ops": 15}
 
 
 def assert_clean_failure(run, family, fragment, out_dir=None):
@@ -178,3 +178,14 @@ def test_recipe_problems_are_all_listed(cli, tmp_path, tf_wheel):
 def test_debug_shows_the_traceback(cli, tmp_path):
     run = cli("--debug", "inspect", tmp_path / "absent.whl")
     assert run.code == CODES["input"] and "Traceback" in run.err
+
+
+def test_op_library_needs_the_wheels_headers(cli, tmp_path, tf_wheel, make_recipe):
+    recipe = make_recipe(extra='\n[ops]\nbuild = true\nbuilder = "host"\n')
+    run = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", tmp_path / "o")
+    assert_clean_failure(run, "ops", "kAllocatorAlignment", tmp_path / "o")
+
+
+def test_verify_needs_an_environment_section(cli, tmp_path, tf_wheel, recipe):
+    run = cli("verify", tf_wheel(), "--recipe", recipe)
+    assert_clean_failure(run, "recipe", "has no [environment] section")
