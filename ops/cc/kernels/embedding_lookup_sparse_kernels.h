@@ -87,22 +87,48 @@ struct EmbeddingLookupSparseGrad {
   void operator()(tensorflow::thread::ThreadPool* pool, const T* grad, int64_t dim,
                   const Tseg* segment_ids, const T* weights, const Segments<T>& segments,
                   const IndexGroups<Tidx>& groups, T* values) const {
+    const int64_t num_groups = groups.size();
+    if (num_groups == 0) return;
+    const int32_t* offsets = groups.offsets.data();
+    const int32_t* positions = groups.positions.data();
+    const T* scale = segments.scale.data();
+    // Each entry's segment row and coefficient in grouped order, gathered first in a loop of
+    // independent loads: the accumulation then streams them instead of waiting on the chain
+    // position -> segment id -> scale for every entry.
+    const int64_t n = offsets[num_groups];
+    // Kept per calling thread so the buffers are reused from step to step.
+    static thread_local std::vector<const T*> row_buffer;
+    static thread_local std::vector<T> coefficient_buffer;
+    if (static_cast<int64_t>(row_buffer.size()) < n) {
+      row_buffer.resize(n);
+      coefficient_buffer.resize(n);
+    }
+    const T** rows = row_buffer.data();
+    T* coefficients = coefficient_buffer.data();
     auto accumulate = [&](int64_t begin, int64_t end) {
+      for (int32_t k = offsets[begin]; k < offsets[end]; ++k) {
+        const int64_t j = positions[k];
+        const int64_t s = static_cast<int64_t>(segment_ids[j]);
+        rows[k] = grad + s * dim;
+        coefficients[k] = weights == nullptr ? scale[s] : weights[j] * scale[s];
+      }
       for (int64_t u = begin; u < end; ++u) {
         T* out = values + u * dim;
-        for (int64_t d = 0; d < dim; ++d) out[d] = T(0);
-        for (int32_t k = groups.offsets[u]; k < groups.offsets[u + 1]; ++k) {
-          const int64_t j = groups.positions[k];
-          const int64_t s = static_cast<int64_t>(segment_ids[j]);
-          const T c = weights == nullptr ? segments.scale[s] : weights[j] * segments.scale[s];
-          const T* g = grad + s * dim;
+        const int32_t first = offsets[u];
+        const int32_t last = offsets[u + 1];
+        {
+          const T c = coefficients[first];
+          const T* g = rows[first];
+          for (int64_t d = 0; d < dim; ++d) out[d] = T(0) + c * g[d];
+        }
+        for (int32_t k = first + 1; k < last; ++k) {
+          const T c = coefficients[k];
+          const T* g = rows[k];
           for (int64_t d = 0; d < dim; ++d) out[d] += c * g[d];
         }
       }
     };
-    const int64_t num_groups = groups.size();
-    if (num_groups == 0) return;
-    const int64_t per_group = static_cast<int64_t>(groups.positions.size()) / num_groups + 1;
+    const int64_t per_group = n / num_groups + 1;
     pool->ParallelFor(num_groups, dim * (2 * per_group + 1) + 8, accumulate);
   }
 };
