@@ -31,10 +31,6 @@ class Inspection:
     processed: dict | None  # provenance of an earlier retfwheel run, if any
     package_init: bytes | None = None  # tensorflow/__init__.py, which a build patches
 
-    @property
-    def bundled(self) -> frozenset[str]:
-        return bundled_libraries(self.elves)
-
 
 def inspect_wheel(path: Path, recipe: Recipe | None = None, *, verify: bool = False) -> Inspection:
     """Analyse a wheel (reading only what ELF analysis needs unless ``verify``)."""
