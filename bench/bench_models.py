@@ -76,11 +76,11 @@ def run_model(side, model, optimizer, data, steps, warmup, batch_size, trace=Non
 
 
 def table(rows):
-    header = (f"{'model':<10} {'optimizer':<9} {'side':<11} {'implementation':<33} {'steps/s':>8} {'vs 1.15.5':>9}"
+    header = (f"{'model':<10} {'optimizer':<9} {'side':<11} {'implementation':<36} {'steps/s':>8} {'vs 1.15.5':>9}"
               f" {'best 10':>8} {'vs 1.15.5':>9}")
     lines = [header, "-" * len(header)]
     for row in rows:
-        lines.append(f"{row['model']:<10} {row['optimizer']:<9} {row['side']:<11} {row['implementation']:<33} "
+        lines.append(f"{row['model']:<10} {row['optimizer']:<9} {row['side']:<11} {row['implementation']:<36} "
                      f"{row['steps_per_sec']:>8.2f} {row['ratio']:>8.2f}x "
                      f"{row['best_window_steps_per_sec']:>8.2f} {row['best_ratio']:>8.2f}x")
     return "\n".join(lines)

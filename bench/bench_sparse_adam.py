@@ -7,7 +7,8 @@ dedup with unique + unsorted_segment_sum, then gather / compute / scatter in pla
 within 1.5x of the memory-bandwidth floor once a step moves >= 1M floats. The floor is the
 bytes a step must move (read var, m, v, grad rows; write var, m, v rows) over the copy
 bandwidth measured now with two threads. Stock tf.compat.v1.train.AdamOptimizer (a dense update
-of the whole table) is reported. Median of timed steps after warm-up.
+of the whole table) is reported, and so is retf's fused kernel for those same dense semantics
+(retf.train.AdamOptimizer: one pass over the table). Median of timed steps after warm-up.
 """
 
 import os
@@ -94,6 +95,14 @@ def composite_step(var, m, v, grad, indices):
     return step
 
 
+def fused_dense_step(var, m, v, grad, indices):
+    @tf.function
+    def step():
+        retf.ops.sparse_apply_adam_dense(var, m, v, BETA1 ** 10, BETA2 ** 10, LR, BETA1, BETA2, EPSILON, grad,
+                                         indices)
+    return step
+
+
 def stock_adam_step(var, grad, indices, rows):
     optimizer = tf.compat.v1.train.AdamOptimizer(LR, BETA1, BETA2, EPSILON)
     slices = tf.IndexedSlices(grad, indices, tf.constant([rows, int(grad.shape[1])], tf.int64))
@@ -109,8 +118,9 @@ def main():
     bandwidth = copy_bandwidth()
     print("TensorFlow {}, {} intra-op threads; copy bandwidth {:.1f} GB/s (read + write, 2 threads)".format(
         tf.__version__, os.cpu_count(), bandwidth / 1e9))
-    header = "{:<34} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>10}"
-    print(header.format("case", "fused ms", "comp. ms", "floor ms", "adam ms", "vs comp", "vs floor", "vs adam"))
+    header = "{:<34} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>10} {:>9} {:>12}"
+    print(header.format("case", "fused ms", "comp. ms", "floor ms", "adam ms", "vs comp", "vs floor", "vs adam",
+                        "dense ms", "adam/dense"))
     cases = [("1M x 64, 16,384 rows", Problem(1000000, 64, 16384, 16384)),
              ("200k x 128, 65,536 rows", Problem(200000, 128, 65536, 65536)),
              ("1M x 64, 65,536 ids / 8,192 rows", Problem(1000000, 64, 65536, 8192))]
@@ -121,9 +131,10 @@ def main():
         composite = median_seconds(composite_step(var, m, v, problem.grad, problem.indices), 30)
         floor = problem.moved_floats() * 4 / bandwidth
         adam = median_seconds(stock_adam_step(var, problem.grad, problem.indices, problem.rows), 3, warmup=1)
+        dense = median_seconds(fused_dense_step(var, m, v, problem.grad, problem.indices), 5, warmup=1)
         print(header.format(name, "%.2f" % (fused * 1e3), "%.2f" % (composite * 1e3), "%.2f" % (floor * 1e3),
                             "%.0f" % (adam * 1e3), "%.1fx" % (composite / fused), "%.2fx" % (fused / floor),
-                            "%.0fx" % (adam / fused)))
+                            "%.0fx" % (adam / fused), "%.1f" % (dense * 1e3), "%.1fx" % (adam / dense)))
         verdicts.append((name, composite / fused, fused / floor))
         if problem.ids != problem.distinct:
             deduped = median_seconds(fused_step(var, m, v, problem.unique_grad, problem.unique), 30)

@@ -263,7 +263,8 @@ def expose_v1_api(namespace, config):
         if not name.startswith("__"):
             namespace[name] = getattr(v1, name)
     namespace["contrib"] = RemovedContrib()
-    if config.get("v1_sparse_adam") == "lazy":
-        from retf.train import LazyAdamOptimizer
-        v1.train.AdamOptimizer = LazyAdamOptimizer
+    sparse_adam = config.get("v1_sparse_adam")
+    if sparse_adam in ("fused", "lazy"):
+        from retf import train
+        v1.train.AdamOptimizer = train.AdamOptimizer if sparse_adam == "fused" else train.LazyAdamStandIn
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]

@@ -75,3 +75,14 @@ def test_malformed_toml_and_missing_file(tmp_path):
         load_recipe(write(tmp_path, "[target\n"))
     with pytest.raises(RecipeError, match="no such recipe"):
         load_recipe(tmp_path / "absent.toml")
+
+
+@pytest.mark.parametrize("mode", ["fused", "lazy"])
+def test_v1_sparse_adam_kernels_need_the_1x_api_and_the_op_library(tmp_path, mode):
+    text = f'api = "v1"\nv1_sparse_adam = "{mode}"\n' + GOOD
+    with pytest.raises(RecipeError, match=f'"{mode}" needs api = "v1" and \\[ops\\] build = true'):
+        load_recipe(write(tmp_path, text))
+    recipe = load_recipe(write(tmp_path, text + "\n[ops]\nbuild = true\n"))
+    assert (recipe.api, recipe.v1_sparse_adam) == ("v1", mode)
+    with pytest.raises(RecipeError, match="v1_sparse_adam"):
+        load_recipe(write(tmp_path, text.replace(mode, "eager")))

@@ -26,7 +26,9 @@ with tf.Session() as session:
     session.run(train, {ids: [0]})
     first = session.run(table)[0].tolist()
     session.run(train, {ids: [1]})  # row 0 untouched: dense Adam still moves it (momentum), lazy Adam does not
-    print(json.dumps({"optimizer": tf.train.AdamOptimizer.__name__, "untouched_row_moved": session.run(table)[0].tolist() != first}))
+    print(json.dumps({"optimizer": tf.train.AdamOptimizer.__module__ + "." + tf.train.AdamOptimizer.__name__,
+                      "untouched_row_moved": session.run(table)[0].tolist() != first,
+                      "slots": sorted(v.op.name for v in tf.global_variables() if v.op.name.startswith("table/"))}))
 """
 
 SURFACE = """
@@ -78,7 +80,7 @@ def v1_env(real_wheel, python36, tmp_path_factory):
 @pytest.fixture(scope="module")
 def lazy_recipe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lazy-recipe")
-    text = (RECIPES / "emulated-py36-tf1api.toml").read_text().replace('v1_sparse_adam = "dense"', 'v1_sparse_adam = "lazy"')
+    text = (RECIPES / "emulated-py36-tf1api.toml").read_text().replace('v1_sparse_adam = "fused"', 'v1_sparse_adam = "lazy"')
     (folder / "emulated-py36-tf1api-lazy.toml").write_text(text)
     shutil.copy(RECIPES / "emulated-py36.lock", folder / "emulated-py36.lock")
     return folder / "emulated-py36-tf1api-lazy.toml"
@@ -106,12 +108,14 @@ def test_2x_api_on_request(v1_env):
     assert report["eager"] is True
 
 
-def test_adam_keeps_dense_semantics_by_default(v1_env):
+def test_adam_keeps_dense_semantics_through_the_fused_kernel(v1_env):
     report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_env, LAZY_PROBE)
-    assert report == {"optimizer": "AdamOptimizer", "untouched_row_moved": True}
+    assert report == {"optimizer": "retf.train.AdamOptimizer", "untouched_row_moved": True,
+                      "slots": ["table/Adam", "table/Adam_1"]}
 
 
 def test_opt_in_lazy_adam_leaves_untouched_rows_alone(real_wheel, python36, lazy_recipe, tmp_path_factory):
     venv = kept_environment(lazy_recipe, real_wheel, tmp_path_factory.mktemp("lazy"))
     report = run_in(lazy_recipe, venv, LAZY_PROBE)
-    assert report == {"optimizer": "LazyAdamOptimizer", "untouched_row_moved": False}
+    assert report == {"optimizer": "retf.train.LazyAdamStandIn", "untouched_row_moved": False,
+                      "slots": ["table/Adam", "table/Adam_1"]}

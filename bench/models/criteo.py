@@ -62,7 +62,10 @@ def mlp(net, units, name):
 def optimizer(name, learning_rate):
     """The optimizer and the name of what implements it here."""
     if name == "adam":
-        return tf.train.AdamOptimizer(learning_rate), "tf.train.AdamOptimizer"
+        optimizer = tf.train.AdamOptimizer(learning_rate)
+        implementation = type(optimizer).__module__.split(".")[0]  # the wheel's fused kernel is retf's
+        label = "tf.train.AdamOptimizer" + (" (retf fused)" if implementation == "retf" else "")
+        return optimizer, label
     if name == "adagrad":
         return tf.train.AdagradOptimizer(learning_rate * 10), "tf.train.AdagradOptimizer"
     if name == "lazyadam":

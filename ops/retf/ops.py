@@ -39,6 +39,26 @@ def sparse_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, eps
         use_locking=use_locking, name=name)
 
 
+def sparse_apply_adam_dense(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices,
+                            use_locking=False, name=None):
+    """TensorFlow's dense Adam for a sparse gradient in one pass; duplicate indices are summed.
+
+    What tf.compat.v1.train.AdamOptimizer does with an IndexedSlices gradient: with g the summed
+    gradient of each row (zero for rows indices does not name), for every row
+    m = beta1*m + (1-beta1)*g; v = beta2*v + (1-beta2)*g^2;
+    var -= lr*sqrt(1-beta2_power)/(1-beta1_power) * m/(sqrt(v)+epsilon).
+    Returns the update op (resource variables) or var's new value (reference variables).
+    """
+    library = load_library()
+    if _is_resource(var):
+        return library.retf_sparse_apply_adam_dense(
+            _handle(var), _handle(m), _handle(v), beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
+            indices, use_locking=use_locking, name=name)
+    return library.retf_sparse_apply_adam_dense_ref(
+        var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices,
+        use_locking=use_locking, name=name)
+
+
 def embedding_lookup_sparse(params, ids, segment_ids, weights=None, combiner="mean", name=None):
     """Fused combine of params[ids] per segment: [max(segment_ids) + 1, dim].
 

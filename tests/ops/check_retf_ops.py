@@ -44,6 +44,20 @@ def lazy_adam_reference(var, m, v, grad, indices, lr, beta1, beta2, epsilon, bet
     return var, m, v
 
 
+def dense_adam_reference(var, m, v, grad, indices, lr, beta1, beta2, epsilon, beta1_power, beta2_power):
+    """tf.compat.v1.train.AdamOptimizer on an IndexedSlices gradient, in NumPy: every row decays and moves."""
+    var, m, v = var.copy(), m.copy(), v.copy()
+    dtype = var.dtype.type
+    lr, beta1, beta2, epsilon = dtype(lr), dtype(beta1), dtype(beta2), dtype(epsilon)
+    lr_hat = lr * np.sqrt(dtype(1) - dtype(beta2_power)) / (dtype(1) - dtype(beta1_power))
+    summed = np.zeros_like(var)
+    np.add.at(summed, indices, grad)
+    m = beta1 * m + (dtype(1) - beta1) * summed
+    v = beta2 * v + (dtype(1) - beta2) * summed * summed
+    var -= lr_hat * m / (np.sqrt(v) + epsilon)
+    return var, m, v
+
+
 def random_sparse_batch(rng, batch, vocab, max_per_row, empty_rows=True):
     """Row-major SparseTensor pieces: indices [nnz, 2], ids, weights; some rows empty, duplicate ids."""
     indices, ids = [], []
@@ -144,6 +158,84 @@ class SparseApplyAdamTest(unittest.TestCase):
         np.testing.assert_array_equal(out, got[0])
         for actual, expected in zip(got, want):
             assert_close(self, actual, expected, np.float32)
+
+
+class SparseApplyAdamDenseTest(unittest.TestCase):
+    """Retf>SparseApplyAdamDense: TensorFlow's dense Adam semantics for a sparse gradient, in one pass."""
+
+    def run_steps(self, dtype, index_dtype, shape, indices_per_step, steps=3):
+        rng = np.random.RandomState(17)
+        start = [rng.uniform(-1, 1, size=shape).astype(dtype) for _ in range(2)]
+        var0, m0, v0 = start[0], start[1], np.abs(start[1]) * dtype(0.1)
+        var, m, v = (tf.Variable(x) for x in (var0, m0, v0))
+        expected = (var0, m0, v0)
+        lr, beta1, beta2, epsilon = 0.01, 0.9, 0.999, 1e-7
+        for step in range(1, steps + 1):
+            indices = np.asarray(indices_per_step[step % len(indices_per_step)], dtype=index_dtype)
+            grad = rng.uniform(-1, 1, size=(len(indices),) + tuple(shape[1:])).astype(dtype)
+            retf.ops.sparse_apply_adam_dense(var, m, v, beta1 ** step, beta2 ** step, lr, beta1, beta2, epsilon,
+                                             tf.constant(grad), tf.constant(indices))
+            expected = dense_adam_reference(*expected, grad, indices, lr, beta1, beta2, epsilon, beta1 ** step,
+                                            beta2 ** step)
+            for name, got, want in zip("var m v".split(), (var, m, v), expected):
+                assert_close(self, got.numpy(), want, dtype, "{} after step {}".format(name, step))
+        return var0, var.numpy()
+
+    def test_matches_numpy_over_dtypes_with_duplicates(self):
+        for dtype in FLOATS:
+            for index_dtype in INDEX_TYPES:
+                with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
+                    before, after = self.run_steps(dtype, index_dtype, (10, 4), [[1, 7, 1, 3, 1], [0, 9, 9], [5]])
+                    self.assertTrue(np.all(after[[2, 4, 6, 8]] != before[[2, 4, 6, 8]]))  # never named, still moved
+
+    def test_row_widths_that_split_packets(self):
+        for width in (1, 3, 5, 17):
+            with self.subTest(width=width):
+                self.run_steps(np.float32, np.int64, (37, width), [[0, 36, 0, 5], [36], [7, 8, 9, 8]])
+
+    def test_rows_of_rank_two(self):
+        self.run_steps(np.float32, np.int64, (6, 2, 3), [[0, 5, 0], [2]])
+
+    def test_empty_gradient_still_decays_every_row(self):
+        for dtype in FLOATS:
+            for index_dtype in INDEX_TYPES:
+                ones = np.ones((4, 3), dtype)
+                var, m, v = tf.Variable(ones), tf.Variable(ones), tf.Variable(ones)
+                retf.ops.sparse_apply_adam_dense(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8,
+                                                 tf.zeros([0, 3], dtype), tf.zeros([0], index_dtype))
+                want = dense_adam_reference(ones, ones, ones, np.zeros((0, 3), dtype), np.zeros(0, np.int64),
+                                            0.1, 0.9, 0.999, 1e-8, 0.9, 0.999)
+                for got, expected in zip((var, m, v), want):
+                    assert_close(self, got.numpy(), expected, dtype)
+
+    def test_out_of_range_index_changes_nothing(self):
+        var, m, v = (tf.Variable(tf.ones([4, 2])) for _ in range(3))
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"indices\[1\] = 4 is not in \[0, 4\)"):
+            retf.ops.sparse_apply_adam_dense(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8, tf.ones([2, 2]),
+                                             tf.constant([0, 4]))
+        for variable in (var, m, v):
+            np.testing.assert_array_equal(variable.numpy(), np.ones((4, 2)))
+
+    def test_optimizer_is_tensorflows_adam(self):
+        """retf.train.AdamOptimizer against tf.compat.v1.train.AdamOptimizer itself, on ref and resource variables."""
+        for use_resource in (True, False):
+            with self.subTest(use_resource=use_resource):
+                lookup = tf.compat.v1.nn.embedding_lookup_sparse
+                ours, ours_vars = V1OptimizerTest.train(self, lambda: retf.train.AdamOptimizer(0.05), use_resource,
+                                                        lookup)
+                stock, stock_vars = V1OptimizerTest.train(self, lambda: tf.compat.v1.train.AdamOptimizer(0.05),
+                                                          use_resource, lookup)
+                self.assertLess(ours[-1], 0.8 * ours[0])
+                np.testing.assert_allclose(ours, stock, rtol=LOSS_RTOL)
+                for a, b in zip(ours_vars, stock_vars):
+                    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+    def test_optimizer_keeps_adams_names(self):
+        with tf.Graph().as_default():
+            var = tf.compat.v1.Variable(tf.zeros([3, 2]), name="table")
+            retf.train.AdamOptimizer().minimize(tf.reduce_sum(tf.gather(var, [0, 2])))
+            names = sorted(v.op.name for v in tf.compat.v1.global_variables())
+        self.assertEqual(names, ["beta1_power", "beta2_power", "table", "table/Adam", "table/Adam_1"])
 
 
 class EmbeddingLookupSparseTest(unittest.TestCase):
@@ -416,10 +508,17 @@ def threaded_outputs(threads):
     grad = rng.uniform(-1, 1, (len(indices), shape[1])).astype(np.float32)
     for step in (1, 2):
         retf.ops.sparse_apply_adam(var, m, v, 0.9 ** step, 0.999 ** step, 0.01, 0.9, 0.999, 1e-7, grad, indices)
+    # Rows of 5 floats: chunk and packet boundaries fall inside rows.
+    dense = [tf.Variable(rng.uniform(0.1, 1, (20011, 5)).astype(np.float32)) for _ in range(3)]
+    dense_grad = rng.uniform(-1, 1, (len(indices), 5)).astype(np.float32)
+    for step in (1, 2):
+        retf.ops.sparse_apply_adam_dense(*dense, 0.9 ** step, 0.999 ** step, 0.01, 0.9, 0.999, 1e-7, dense_grad,
+                                         indices)
     sp_indices, ids, weights = random_sparse_batch(rng, 4000, 20000, 30)
     sp_ids = sparse(sp_indices, ids, 4000, 30)
     sp_weights = sparse(sp_indices, weights.astype(np.float32), 4000, 30)
     outputs = {"var": var.numpy(), "m": m.numpy(), "v": v.numpy()}
+    outputs.update(("dense_" + name, variable.numpy()) for name, variable in zip(("var", "m", "v"), dense))
     for combiner in COMBINERS:
         with tf.GradientTape() as tape:
             out = retf.nn.embedding_lookup_sparse(var, sp_ids, sp_weights, combiner=combiner)

@@ -117,7 +117,9 @@ class Recipe:
     environment: EnvironmentSpec | None = None
     ops: OpsSpec = OpsSpec(False, "host")
     api: str = "v2"  # "v1": `import tensorflow` gives the TF 1.x API with 1.x behaviour
-    v1_sparse_adam: str = "dense"  # "lazy": tf.train.AdamOptimizer applies sparse gradients lazily (fused)
+    # How tf.train.AdamOptimizer applies sparse gradients: "dense" (TensorFlow's own ops), "fused" (the same
+    # dense semantics in one retf kernel), "lazy" (only the named rows, retf's fused lazy kernel)
+    v1_sparse_adam: str = "dense"
     runtime_env: dict[str, str] | None = None  # environment defaults the bootstrap sets before TF loads
     accept: dict[str, str] | None = None  # [bootstrap] accept: module -> versions usable in place of ours
 
@@ -286,9 +288,9 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     )
 
     api = c.get(data, "top level", "api", _choice("v1", "v2"), "v2")
-    sparse_adam = c.get(data, "top level", "v1_sparse_adam", _choice("dense", "lazy"), "dense")
-    if sparse_adam == "lazy" and (api != "v1" or not ops.build):
-        c.problem("top level: v1_sparse_adam =", '"lazy" needs api = "v1" and [ops] build = true (the fused kernel)')
+    sparse_adam = c.get(data, "top level", "v1_sparse_adam", _choice("dense", "fused", "lazy"), "dense")
+    if sparse_adam in ("fused", "lazy") and (api != "v1" or not ops.build):
+        c.problem("top level: v1_sparse_adam =", f'"{sparse_adam}" needs api = "v1" and [ops] build = true (a retf kernel)')
     runtime_env = data.get("runtime_env", {})
     if not isinstance(runtime_env, dict) or not all(isinstance(k, str) and re.match(r"^[A-Z_][A-Z0-9_]*$", k) and isinstance(v, str)
                                                     for k, v in runtime_env.items()):

@@ -1,4 +1,4 @@
-/* OpKernels of Retf>SparseApplyAdam (resource variables) and Retf>SparseApplyAdamRef. */
+/* OpKernels of Retf>SparseApplyAdam and Retf>SparseApplyAdamDense, on resource and reference variables. */
 
 // Before any Eigen header: the variable helpers run Eigen expressions on the CPU thread pool.
 #define EIGEN_USE_THREADS
@@ -45,7 +45,9 @@ Status CheckScalar(OpKernelContext* ctx, int input, const char* name) {
   return Status::OK();
 }
 
-template <typename T, typename Tindex>
+// kDense: TensorFlow's dense Adam for a sparse gradient (every row decays); otherwise lazy Adam
+// (only the named rows change).
+template <typename T, typename Tindex, bool kDense>
 class SparseApplyAdamOp : public OpKernel {
  public:
   explicit SparseApplyAdamOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -53,8 +55,11 @@ class SparseApplyAdamOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    // Same discipline as TensorFlow's own sparse training ops: locks taken in address order,
-    // a shared lock on resource variables unless use_locking asks for an exclusive one.
+    // Same discipline as TensorFlow's own sparse training ops: locks taken in address order, a
+    // shared lock on resource variables unless use_locking asks for an exclusive one, and the
+    // variables in copy-on-read mode, updated in place. The dense update too: a variable an
+    // embedding lookup gathers from is in that mode already, and updating it as a dense one
+    // (copy first) would copy the whole table every step.
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_,
                                                                      /*sparse=*/true, {0, 1, 2});
     Tensor var, m, v;
@@ -93,18 +98,29 @@ class SparseApplyAdamOp : public OpKernel {
     // Kept per thread so its buffers are reused from step to step.
     static thread_local retf::IndexGroups<Tindex> groups;
     OP_REQUIRES_OK(ctx, GroupCheckedIndices(ctx, indices, num_rows, &groups));
-    if (num_updates > 0 && num_rows > 0) {
+    const bool any_work = kDense ? num_rows > 0 : num_updates > 0 && num_rows > 0;
+    if (any_work) {
       const T beta1_power = ctx->input(3).scalar<T>()();
       const T beta2_power = ctx->input(4).scalar<T>()();
+      const T lr = ctx->input(5).scalar<T>()();
       retf::functor::AdamCoefficients<T> k;
-      k.lr = ctx->input(5).scalar<T>()() * (std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power));
+      // Each rounded as its optimizer rounds it: tfa's LazyAdam, and tf.compat.v1's
+      // lr * sqrt(1 - beta2_power) / (1 - beta1_power), left to right.
+      k.lr = kDense ? lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power)
+                    : lr * (std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power));
       k.beta1 = ctx->input(6).scalar<T>()();
       k.beta2 = ctx->input(7).scalar<T>()();
       k.epsilon = ctx->input(8).scalar<T>()();
       const int64 row_size = var.NumElements() / num_rows;
-      retf::functor::SparseApplyAdam<T, Tindex>()(
-          ctx->device()->tensorflow_cpu_worker_threads()->workers, var.flat<T>().data(),
-          m.flat<T>().data(), v.flat<T>().data(), grad.flat<T>().data(), row_size, groups, k);
+      thread::ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+      if (kDense) {
+        retf::functor::SparseApplyAdamDense<T, Tindex>()(pool, var.flat<T>().data(), m.flat<T>().data(),
+                                                         v.flat<T>().data(), grad.flat<T>().data(), num_rows,
+                                                         row_size, groups, k);
+      } else {
+        retf::functor::SparseApplyAdam<T, Tindex>()(pool, var.flat<T>().data(), m.flat<T>().data(),
+                                                    v.flat<T>().data(), grad.flat<T>().data(), row_size, groups, k);
+      }
     }
     if (IsRefType(ctx->input_dtype(0))) ctx->forward_ref_input_to_ref_output(0, 0);
   }
@@ -113,17 +129,16 @@ class SparseApplyAdamOp : public OpKernel {
   bool use_exclusive_lock_;
 };
 
-#define RETF_REGISTER_KERNELS(T, Tindex)                                         \
-  REGISTER_KERNEL_BUILDER(Name("Retf>SparseApplyAdam")                           \
-                              .Device(DEVICE_CPU)                                \
-                              .TypeConstraint<T>("T")                            \
-                              .TypeConstraint<Tindex>("Tindices"),               \
-                          SparseApplyAdamOp<T, Tindex>);                         \
-  REGISTER_KERNEL_BUILDER(Name("Retf>SparseApplyAdamRef")                        \
-                              .Device(DEVICE_CPU)                                \
-                              .TypeConstraint<T>("T")                            \
-                              .TypeConstraint<Tindex>("Tindices"),               \
-                          SparseApplyAdamOp<T, Tindex>);
+#define RETF_REGISTER_KERNEL(name, T, Tindex, dense)                                              \
+  REGISTER_KERNEL_BUILDER(                                                                         \
+      Name(name).Device(DEVICE_CPU).TypeConstraint<T>("T").TypeConstraint<Tindex>("Tindices"),     \
+      SparseApplyAdamOp<T, Tindex, dense>);
+
+#define RETF_REGISTER_KERNELS(T, Tindex)                                \
+  RETF_REGISTER_KERNEL("Retf>SparseApplyAdam", T, Tindex, false)        \
+  RETF_REGISTER_KERNEL("Retf>SparseApplyAdamRef", T, Tindex, false)     \
+  RETF_REGISTER_KERNEL("Retf>SparseApplyAdamDense", T, Tindex, true)    \
+  RETF_REGISTER_KERNEL("Retf>SparseApplyAdamDenseRef", T, Tindex, true)
 
 RETF_REGISTER_KERNELS(float, int32);
 RETF_REGISTER_KERNELS(float, int64);
@@ -131,6 +146,7 @@ RETF_REGISTER_KERNELS(double, int32);
 RETF_REGISTER_KERNELS(double, int64);
 
 #undef RETF_REGISTER_KERNELS
+#undef RETF_REGISTER_KERNEL
 
 }  // namespace
 }  // namespace tensorflow

@@ -4,6 +4,7 @@
 #define RETF_OPS_CC_KERNELS_SPARSE_APPLY_ADAM_KERNELS_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "index_groups.h"
@@ -39,22 +40,24 @@ inline void PrefetchRowForRead(const void* row, int64_t bytes) {
   for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 0, 3);
 }
 
-// One row of lazy Adam in a single pass over its elements: m = m * beta1 + g * (1 - beta1),
+// Adam over n elements in a single pass: m = m * beta1 + g * (1 - beta1),
 // v = v * beta2 + g^2 * (1 - beta2), var -= (m * lr) / (sqrt(v) + epsilon), rounded exactly as
 // the Eigen array expressions for the three rows round them (the earlier form of this kernel,
-// so results do not change). That needs care in one place: Eigen's float packet square root is
-// an approximation (rsqrt and one Newton step) while its scalar one is exact, and Eigen runs
+// so results do not change). Without a gradient (kHasGrad false) the moments only decay,
+// m = m * beta1 and v = v * beta2, as TensorFlow's dense Adam leaves rows a sparse gradient
+// does not name. That needs care in one place: Eigen's float packet square root is an
+// approximation (rsqrt and one Newton step) while its scalar one is exact, and Eigen runs
 // packets from the destination's first packet-aligned element on, so the packet range here is
 // var's. Products, sums and quotients round the same in packets and scalars.
-template <typename T>
-inline void UpdateRow(T* var, T* m, T* v, const T* g, int64_t n, const AdamCoefficients<T>& k,
-                      T one_minus_beta1, T one_minus_beta2) {
+template <typename T, bool kHasGrad>
+inline void UpdateElements(T* var, T* m, T* v, const T* g, int64_t n, const AdamCoefficients<T>& k,
+                           T one_minus_beta1, T one_minus_beta2) {
   using Packet = typename Eigen::internal::packet_traits<T>::type;
   constexpr int64_t kSize = Eigen::internal::packet_traits<T>::size;
   constexpr int kAlignment = kSize * sizeof(T);  // SSE and AVX packets align to their size
   auto scalar = [&](int64_t j) {
-    const T m_j = m[j] * k.beta1 + g[j] * one_minus_beta1;
-    const T v_j = v[j] * k.beta2 + (g[j] * g[j]) * one_minus_beta2;
+    const T m_j = kHasGrad ? m[j] * k.beta1 + g[j] * one_minus_beta1 : m[j] * k.beta1;
+    const T v_j = kHasGrad ? v[j] * k.beta2 + (g[j] * g[j]) * one_minus_beta2 : v[j] * k.beta2;
     m[j] = m_j;
     v[j] = v_j;
     var[j] -= (m_j * k.lr) / (Eigen::numext::sqrt(v_j) + k.epsilon);
@@ -67,9 +70,13 @@ inline void UpdateRow(T* var, T* m, T* v, const T* g, int64_t n, const AdamCoeff
   const Packet c1 = e::pset1<Packet>(one_minus_beta1), c2 = e::pset1<Packet>(one_minus_beta2);
   const Packet lr = e::pset1<Packet>(k.lr), epsilon = e::pset1<Packet>(k.epsilon);
   for (int64_t j = first; j < last; j += kSize) {
-    const Packet g_j = e::ploadu<Packet>(g + j);
-    const Packet m_j = e::padd(e::pmul(e::ploadu<Packet>(m + j), beta1), e::pmul(g_j, c1));
-    const Packet v_j = e::padd(e::pmul(e::ploadu<Packet>(v + j), beta2), e::pmul(e::pmul(g_j, g_j), c2));
+    Packet m_j = e::pmul(e::ploadu<Packet>(m + j), beta1);
+    Packet v_j = e::pmul(e::ploadu<Packet>(v + j), beta2);
+    if (kHasGrad) {
+      const Packet g_j = e::ploadu<Packet>(g + j);
+      m_j = e::padd(m_j, e::pmul(g_j, c1));
+      v_j = e::padd(v_j, e::pmul(e::pmul(g_j, g_j), c2));
+    }
     e::pstoreu(m + j, m_j);
     e::pstoreu(v + j, v_j);
     const Packet step = e::pdiv(e::pmul(m_j, lr), e::padd(e::psqrt(v_j), epsilon));
@@ -78,11 +85,35 @@ inline void UpdateRow(T* var, T* m, T* v, const T* g, int64_t n, const AdamCoeff
   for (int64_t j = last; j < n; ++j) scalar(j);
 }
 
+template <typename T>
+inline void UpdateRow(T* var, T* m, T* v, const T* g, int64_t n, const AdamCoefficients<T>& k,
+                      T one_minus_beta1, T one_minus_beta2) {
+  UpdateElements<T, true>(var, m, v, g, n, k, one_minus_beta1, one_minus_beta2);
+}
+
+// Sums the gradient rows of group u, from zero and in position order (what
+// unsorted_segment_sum computes), into sum; returns the row to use: grad's own when the group
+// has one position.
+template <typename T, typename Tindex>
+inline const T* GroupGradient(const T* grad, int64_t row_size, const IndexGroups<Tindex>& groups, int64_t u,
+                              T* sum) {
+  const int32_t* positions = groups.positions.data();
+  const int32_t begin = groups.offsets[u], end = groups.offsets[u + 1];
+  const T* g = grad + positions[begin] * row_size;
+  if (end - begin == 1) return g;
+  for (int64_t j = 0; j < row_size; ++j) sum[j] = T(0) + g[j];
+  for (int32_t i = begin + 1; i < end; ++i) {
+    const T* g_i = grad + positions[i] * row_size;
+    for (int64_t j = 0; j < row_size; ++j) sum[j] += g_i[j];
+  }
+  return sum;
+}
+
 // Updates var, m and v (row-major, rows of row_size elements) at the rows in groups.
 // grad holds one row per position of the original index vector. Groups are split over the
-// pool, one thread per group, in ascending row order. When any row is named more than once,
-// each group's gradient rows are summed, from zero and in position order, into a row buffer
-// that stays in L1, and the update reads that sum; the sums do not depend on the split.
+// pool, one thread per group, in ascending row order. A row named more than once has its
+// gradient rows summed (GroupGradient) into a row buffer that stays in L1, and the update reads
+// that sum; the sums do not depend on the split.
 template <typename T, typename Tindex>
 struct SparseApplyAdam {
   void operator()(tensorflow::thread::ThreadPool* pool, T* var, T* m, T* v,
@@ -118,21 +149,66 @@ struct SparseApplyAdam {
       for (int64_t u = begin; u < end; ++u) {
         if (u + distance < end) prefetch(u + distance);
         const int64_t offset = static_cast<int64_t>(unique[u]) * row_size;
-        const T* g = grad + positions[offsets[u]] * row_size;
-        if (has_duplicates) {
-          T* s = sum.data();
-          for (int64_t j = 0; j < row_size; ++j) s[j] = T(0) + g[j];
-          for (int32_t i = offsets[u] + 1; i < offsets[u + 1]; ++i) {
-            const T* g_i = grad + positions[i] * row_size;
-            for (int64_t j = 0; j < row_size; ++j) s[j] += g_i[j];
-          }
-          g = s;
-        }
+        const T* g = GroupGradient(grad, row_size, groups, u, sum.data());
         UpdateRow(var + offset, m + offset, v + offset, g, row_size, k, one_minus_beta1, one_minus_beta2);
       }
     };
     // Bytes moved per group dominate: var, m and v rows read and written, gradient rows read.
     pool->ParallelFor(num_groups, 4 * (group_bytes + 3 * row_bytes) / static_cast<int64_t>(sizeof(T)), update);
+  }
+};
+
+
+// TensorFlow's dense Adam for a sparse gradient (tf.compat.v1.train.AdamOptimizer's sparse
+// path) in one pass over var, m and v: every row's moments decay, the rows in groups add their
+// summed gradient, and every row of var moves. TensorFlow computes the same thing with a
+// table-sized temporary per elementwise op and about a dozen passes over the table.
+//
+// Rows are split over the pool in chunks whose first element is packet-aligned, so an element
+// takes the packet path or the scalar one (whose square roots differ in the last bit) by its
+// address alone: results do not depend on the number of threads. A var that is not aligned to a
+// packet (never so for TensorFlow's own buffers) is updated by one thread.
+template <typename T, typename Tindex>
+struct SparseApplyAdamDense {
+  void operator()(tensorflow::thread::ThreadPool* pool, T* var, T* m, T* v, const T* grad, int64_t num_rows,
+                  int64_t row_size, const IndexGroups<Tindex>& groups, const AdamCoefficients<T>& k) const {
+    if (num_rows == 0 || row_size == 0) return;
+    constexpr int64_t kAlignment = Eigen::internal::packet_traits<T>::size * sizeof(T);
+    const int64_t row_bytes = row_size * static_cast<int64_t>(sizeof(T));
+    // The fewest rows whose bytes are a whole number of packets.
+    int64_t chunk_rows = 1;
+    while ((chunk_rows * row_bytes) % kAlignment != 0) ++chunk_rows;
+    const bool aligned = reinterpret_cast<uintptr_t>(var) % kAlignment == 0;
+    const int64_t num_chunks = aligned ? (num_rows + chunk_rows - 1) / chunk_rows : 1;
+    if (!aligned) chunk_rows = num_rows;
+
+    const Tindex* unique = groups.unique.data();
+    const int64_t num_groups = groups.size();
+    const T one_minus_beta1 = T(1) - k.beta1;
+    const T one_minus_beta2 = T(1) - k.beta2;
+    auto update = [&](int64_t chunk_begin, int64_t chunk_end) {
+      static thread_local std::vector<T> sum;
+      sum.resize(row_size);
+      const int64_t end = std::min(num_rows, chunk_end * chunk_rows);
+      int64_t row = chunk_begin * chunk_rows;
+      int64_t u = std::lower_bound(unique, unique + num_groups, static_cast<Tindex>(row)) - unique;
+      while (row < end) {
+        const int64_t touched = u < num_groups ? std::min<int64_t>(unique[u], end) : end;
+        if (touched > row) {  // untouched rows: one contiguous run of elements
+          const int64_t offset = row * row_size;
+          UpdateElements<T, false>(var + offset, m + offset, v + offset, nullptr, (touched - row) * row_size, k,
+                                   one_minus_beta1, one_minus_beta2);
+        }
+        if (touched == end) break;
+        const int64_t offset = touched * row_size;
+        const T* g = GroupGradient(grad, row_size, groups, u, sum.data());
+        UpdateRow(var + offset, m + offset, v + offset, g, row_size, k, one_minus_beta1, one_minus_beta2);
+        row = touched + 1;
+        ++u;
+      }
+    };
+    // Per chunk: var, m and v read and written.
+    pool->ParallelFor(num_chunks, 6 * chunk_rows * row_bytes, update);
   }
 };
 

@@ -115,6 +115,26 @@ REGISTER_OP("Retf>SparseApplyAdamRef")
     .Output("out: Ref(T)")
     .SetShapeFn([](InferenceContext* c) { return SparseApplyAdamShape(c, false); });
 
+// TensorFlow's dense Adam for a sparse gradient, as tf.compat.v1.train.AdamOptimizer applies
+// one, in a single pass. Rows named more than once have their gradients summed first (g; zero for
+// rows not named). For every row: m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) * g^2;
+// var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon).
+REGISTER_OP("Retf>SparseApplyAdamDense")
+    .Input("var: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .RETF_SPARSE_APPLY_ADAM_INPUTS
+    .SetShapeFn([](InferenceContext* c) { return SparseApplyAdamShape(c, true); });
+
+// Retf>SparseApplyAdamDense on reference variables; out is var.
+REGISTER_OP("Retf>SparseApplyAdamDenseRef")
+    .Input("var: Ref(T)")
+    .Input("m: Ref(T)")
+    .Input("v: Ref(T)")
+    .RETF_SPARSE_APPLY_ADAM_INPUTS
+    .Output("out: Ref(T)")
+    .SetShapeFn([](InferenceContext* c) { return SparseApplyAdamShape(c, false); });
+
 #undef RETF_SPARSE_APPLY_ADAM_INPUTS
 
 #define RETF_EMBEDDING_LOOKUP_SPARSE_INPUTS              \
