@@ -7,8 +7,10 @@
 Runs bench/models/{wide_deep,deepfm,dlrm}.py unchanged (TF 1.x programs) with each optimizer
 (adam, adagrad, lazyadam) on three sides, one after the other for each model and optimizer:
   TF 1.15.5           `retfwheel run --recipe recipes/emulated-py36.toml`
-  wheel               the tf1api wheel in its kept env, TF_CPU_ALLOCATOR_USE_BFC=false
-  wheel, BFC          the same with TF_CPU_ALLOCATOR_USE_BFC=true (the recipe's default)
+  wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
+                      the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense)
+  wheel               the same wheel with its recipe's defaults: the BFC allocator, and
+                      tf.train.AdamOptimizer's sparse updates in retf's fused kernel (same results)
 and prints steps/s after warm-up (the mean over all timed steps, and the fastest 10-step window,
 which this shared machine's drifting speed disturbs least) with their ratios to TF 1.15.5 measured
 in this run. lazyadam is retf.train.LazyAdamOptimizer on the wheel and
@@ -67,7 +69,9 @@ def run_model(side, model, optimizer, data, steps, warmup, batch_size, trace=Non
             "--batch-size", batch_size]
     if trace:
         args += ["--trace", trace]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **side.env)
+    # Only the side's own switches: none inherited from this shell.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU_ALLOCATOR"))}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", **side.env)
     run = subprocess.run(side.command(MODELS / f"{model}.py", *args), capture_output=True, text=True, env=env,
                          cwd=REPO)
     if run.returncode != 0:
@@ -76,11 +80,11 @@ def run_model(side, model, optimizer, data, steps, warmup, batch_size, trace=Non
 
 
 def table(rows):
-    header = (f"{'model':<10} {'optimizer':<9} {'side':<11} {'implementation':<36} {'steps/s':>8} {'vs 1.15.5':>9}"
+    header = (f"{'model':<10} {'optimizer':<9} {'side':<12} {'implementation':<36} {'steps/s':>8} {'vs 1.15.5':>9}"
               f" {'best 10':>8} {'vs 1.15.5':>9}")
     lines = [header, "-" * len(header)]
     for row in rows:
-        lines.append(f"{row['model']:<10} {row['optimizer']:<9} {row['side']:<11} {row['implementation']:<36} "
+        lines.append(f"{row['model']:<10} {row['optimizer']:<9} {row['side']:<12} {row['implementation']:<36} "
                      f"{row['steps_per_sec']:>8.2f} {row['ratio']:>8.2f}x "
                      f"{row['best_window_steps_per_sec']:>8.2f} {row['best_ratio']:>8.2f}x")
     return "\n".join(lines)
@@ -117,8 +121,8 @@ def main():
     venv = args.env or prepare_wheel(work)
     tf115 = Side("TF 1.15.5", TF115_RECIPE)
     sides = [tf115,
-             Side("wheel", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
-             Side("wheel, BFC", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"})]
+             Side("wheel, stock", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false", "RETF_SPARSE_ADAM": "dense"}),
+             Side("wheel", V1_RECIPE, venv)]
 
     data = work / "criteo.csv"
     if not data.exists():
@@ -144,7 +148,7 @@ def main():
                                  best_window_steps_per_sec=result["best_window_steps_per_sec"],
                                  best_ratio=result["best_window_steps_per_sec"]
                                  / baseline["best_window_steps_per_sec"]))
-                progress(f"{model:<10} {optimizer:<9} {side.label:<11} {result['steps_per_sec']:.2f} steps/s "
+                progress(f"{model:<10} {optimizer:<9} {side.label:<12} {result['steps_per_sec']:.2f} steps/s "
                          f"({steps} steps, loss {result['first_loss']:.4f} -> {result['last_loss']:.4f}; "
                          f"{time.time() - begun:.0f} s)")
 

@@ -8,7 +8,8 @@ the build's settings.
 Environment switches: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 logs each decision and
 its time to stderr; RETF_RUNTIME_DEFAULTS=0 keeps the build's runtime defaults (e.g.
 TF_CPU_ALLOCATOR_USE_BFC) out of the environment (a variable the user set always wins); in a wheel
-built with the 1.x API, RETF_API=2 keeps the 2.x API.
+built with the 1.x API, RETF_API=2 keeps the 2.x API and RETF_SPARSE_ADAM=dense|fused|lazy picks
+how tf.train.AdamOptimizer applies sparse gradients (the recipe's v1_sparse_adam otherwise).
 """
 
 import os
@@ -251,6 +252,19 @@ class RemovedContrib(object):
         return "<tf.contrib: removed in TensorFlow 2.x>"
 
 
+SPARSE_ADAM_MODES = ("dense", "fused", "lazy")
+
+
+def sparse_adam_mode(config):
+    """How tf.train.AdamOptimizer applies sparse gradients here: RETF_SPARSE_ADAM, else the recipe's choice."""
+    mode = os.environ.get("RETF_SPARSE_ADAM", "") or config.get("v1_sparse_adam", "dense")
+    if mode not in SPARSE_ADAM_MODES:
+        raise ImportError("RETF_SPARSE_ADAM=%s is not one of %s (how tf.train.AdamOptimizer applies sparse "
+                          "gradients); unset it to use the build's choice, %s"
+                          % (mode, ", ".join(SPARSE_ADAM_MODES), config.get("v1_sparse_adam", "dense")))
+    return mode
+
+
 def expose_v1_api(namespace, config):
     """Make the `tensorflow` module (its globals, ``namespace``) the TF 1.x API with 1.x behaviour."""
     if os.environ.get("RETF_API", "") == "2":
@@ -263,8 +277,13 @@ def expose_v1_api(namespace, config):
         if not name.startswith("__"):
             namespace[name] = getattr(v1, name)
     namespace["contrib"] = RemovedContrib()
-    sparse_adam = config.get("v1_sparse_adam")
-    if sparse_adam in ("fused", "lazy"):
-        from retf import train
+    sparse_adam = sparse_adam_mode(config)
+    if sparse_adam != "dense":
+        try:
+            from retf import train
+        except ImportError as error:
+            raise ImportError("tf.train.AdamOptimizer: %s sparse Adam needs the retf op library, which this "
+                              "build does not ship ([ops] build = false in its recipe): %s; unset "
+                              "RETF_SPARSE_ADAM" % (sparse_adam, error))
         v1.train.AdamOptimizer = train.AdamOptimizer if sparse_adam == "fused" else train.LazyAdamStandIn
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]

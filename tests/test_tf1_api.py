@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -62,7 +63,6 @@ def kept_environment(recipe, real_wheel, folder):
 
 
 def run_in(recipe, venv, code, **environ):
-    import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU"))}
     env.update(environ)
@@ -112,6 +112,20 @@ def test_adam_keeps_dense_semantics_through_the_fused_kernel(v1_env):
     report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_env, LAZY_PROBE)
     assert report == {"optimizer": "retf.train.AdamOptimizer", "untouched_row_moved": True,
                       "slots": ["table/Adam", "table/Adam_1"]}
+
+
+def test_sparse_adam_chosen_per_process(v1_env):
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    stock = run_in(recipe, v1_env, LAZY_PROBE, RETF_SPARSE_ADAM="dense")
+    assert stock == {"optimizer": "tensorflow.python.training.adam.AdamOptimizer", "untouched_row_moved": True,
+                     "slots": ["table/Adam", "table/Adam_1"]}
+    lazy = run_in(recipe, v1_env, LAZY_PROBE, RETF_SPARSE_ADAM="lazy")
+    assert lazy["optimizer"] == "retf.train.LazyAdamStandIn" and lazy["untouched_row_moved"] is False
+    result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_env),
+                             "python", "-c", "import tensorflow"], capture_output=True, text=True,
+                            env=dict(os.environ, RETF_SPARSE_ADAM="eager"))
+    assert result.returncode != 0
+    assert "RETF_SPARSE_ADAM=eager is not one of dense, fused, lazy" in result.stderr
 
 
 def test_opt_in_lazy_adam_leaves_untouched_rows_alone(real_wheel, python36, lazy_recipe, tmp_path_factory):
