@@ -4,11 +4,18 @@ import tensorflow as tf
 
 from retf import ops
 
+# The variable dtypes the fused kernels are built for.
+KERNEL_DTYPES = (tf.float32, tf.float64)
+
 
 class _FusedSparseAdam(tf.compat.v1.train.AdamOptimizer):
     """AdamOptimizer whose sparse gradients go, duplicates and all, to one fused kernel."""
 
     _kernel = None  # a function with the signature of retf.ops.sparse_apply_adam
+
+    def _fusable(self, var):
+        """Whether var's sparse updates can go to the kernel; if not, AdamOptimizer's own code does them."""
+        return var.dtype.base_dtype in KERNEL_DTYPES
 
     def _fused_sparse_apply(self, grad, var, indices):
         dtype = var.dtype.base_dtype
@@ -21,15 +28,23 @@ class _FusedSparseAdam(tf.compat.v1.train.AdamOptimizer):
 
     # The kernel sums duplicate indices itself, so the base class's dedup pass is skipped.
     def _apply_sparse_duplicate_indices(self, grad, var):
+        if not self._fusable(var):
+            return super(_FusedSparseAdam, self)._apply_sparse_duplicate_indices(grad, var)
         return self._fused_sparse_apply(grad.values, var, grad.indices)
 
     def _apply_sparse(self, grad, var):
+        if not self._fusable(var):
+            return super(_FusedSparseAdam, self)._apply_sparse(grad, var)
         return self._fused_sparse_apply(grad.values, var, grad.indices)
 
     def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices):
+        if not self._fusable(handle):
+            return super(_FusedSparseAdam, self)._resource_apply_sparse_duplicate_indices(grad, handle, indices)
         return self._fused_sparse_apply(grad, handle, indices)
 
     def _resource_apply_sparse(self, grad, var, indices):
+        if not self._fusable(var):
+            return super(_FusedSparseAdam, self)._resource_apply_sparse(grad, var, indices)
         return self._fused_sparse_apply(grad, var, indices)
 
 
@@ -40,7 +55,8 @@ class AdamOptimizer(_FusedSparseAdam):
     every row of it, as a dozen elementwise ops, each with a variable-sized temporary. This class
     computes the same thing (duplicate indices summed in the same order, the same roundings) in one
     fused pass over var, m and v. Dense gradients, slots, accumulators and names are
-    AdamOptimizer's own, so checkpoints interchange.
+    AdamOptimizer's own, so checkpoints interchange; variables of other dtypes than float32 and
+    float64 (float16) take AdamOptimizer's own sparse path.
     """
 
     _kernel = staticmethod(ops.sparse_apply_adam_dense)
@@ -62,6 +78,13 @@ class LazyAdamOptimizer(_FusedSparseAdam):
             name=name)
 
     _kernel = staticmethod(ops.sparse_apply_adam)
+
+    def _fusable(self, var):
+        dtype = var.dtype.base_dtype
+        if dtype not in KERNEL_DTYPES:  # AdamOptimizer's own code would not be lazy
+            raise TypeError("LazyAdamOptimizer: variable {} is {}; lazy sparse updates take float32 or float64 "
+                            "variables".format(var.name, dtype.name))
+        return True
 
 
 class LazyAdamStandIn(LazyAdamOptimizer):

@@ -230,6 +230,27 @@ class SparseApplyAdamDenseTest(unittest.TestCase):
                 for a, b in zip(ours_vars, stock_vars):
                     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
+    def test_float16_takes_adams_own_path(self):
+        """The kernel has no float16; AdamOptimizer's own sparse update runs instead, and lazy Adam refuses."""
+        results = []
+        for make_optimizer in (tf.compat.v1.train.AdamOptimizer, retf.train.AdamOptimizer):
+            with tf.Graph().as_default():
+                table = tf.compat.v1.Variable(np.linspace(-1, 1, 12).reshape(4, 3).astype(np.float16))
+                loss = tf.reduce_sum(tf.gather(table, [0, 2, 0]) * np.float16(0.5))
+                train = make_optimizer(0.1, epsilon=1e-3).minimize(loss)  # 1e-8 is 0 in float16
+                with tf.compat.v1.Session() as session:
+                    session.run(tf.compat.v1.global_variables_initializer())
+                    for _ in range(3):
+                        session.run(train)
+                    results.append(session.run(table))
+        self.assertTrue(np.all(np.isfinite(results[1])))
+        self.assertFalse(np.array_equal(results[1][0], np.linspace(-1, 1, 12).reshape(4, 3).astype(np.float16)[0]))
+        np.testing.assert_array_equal(results[0], results[1])
+        with tf.Graph().as_default():
+            table = tf.compat.v1.Variable(np.ones((4, 3), np.float16))
+            with self.assertRaisesRegex(TypeError, "is float16; lazy sparse updates take float32 or float64"):
+                retf.train.LazyAdamOptimizer(0.1).minimize(tf.reduce_sum(tf.gather(table, [1])))
+
     def test_optimizer_keeps_adams_names(self):
         with tf.Graph().as_default():
             var = tf.compat.v1.Variable(tf.zeros([3, 2]), name="table")
