@@ -262,10 +262,10 @@ struct SparseApplyAdam {
 // summed gradient, and every row of var moves. TensorFlow computes the same thing with a
 // table-sized temporary per elementwise op and about a dozen passes over the table.
 //
-// Rows are split over the pool in chunks whose first element is packet-aligned, so an element
-// takes the packet path or the scalar one (whose square roots differ in the last bit) by its
-// address alone: results do not depend on the number of threads. A var that is not aligned to a
-// packet (never so for TensorFlow's own buffers) is updated by one thread.
+// Rows are split over the pool in chunks whose first element is packet-aligned, so where packet
+// and scalar square roots differ (ElementUpdate's Eigen form) an element takes one or the other
+// by its address alone: results do not depend on the number of threads. A var that is not
+// aligned to a packet (never so for TensorFlow's own buffers) is updated by one thread.
 template <typename T, typename Tindex>
 struct SparseApplyAdamDense {
   void operator()(tensorflow::thread::ThreadPool* pool, T* var, T* m, T* v, const T* grad, int64_t num_rows,
