@@ -100,14 +100,13 @@ struct ElementUpdate {
 // rows already prefetched the arithmetic is about a third of the update's time.
 namespace x86 {
 
-inline float ScalarStep(float* var, float* m, float* v, const float* g, int64_t j, bool has_grad,
+inline void ScalarStep(float* var, float* m, float* v, const float* g, int64_t j, bool has_grad,
                         const AdamCoefficients<float>& k, float one_minus_beta1, float one_minus_beta2) {
   const float m_j = has_grad ? m[j] * k.beta1 + g[j] * one_minus_beta1 : m[j] * k.beta1;
   const float v_j = has_grad ? v[j] * k.beta2 + (g[j] * g[j]) * one_minus_beta2 : v[j] * k.beta2;
   m[j] = m_j;
   v[j] = v_j;
   var[j] -= (m_j * k.lr) / (std::sqrt(v_j) + k.epsilon);
-  return var[j];
 }
 
 template <bool kHasGrad>
