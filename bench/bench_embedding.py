@@ -8,8 +8,6 @@ Both read the table as a resource variable. Median of timed steps after warm-up.
 """
 
 import os
-import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -17,17 +15,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import retf  # noqa: E402
-
-
-def median_seconds(step, repeat=30, warmup=3):
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_seconds  # noqa: E402  (bench/timing.py, beside this file)
 
 
 def sparse_batch(rng, batch, slots, vocab, weighted):

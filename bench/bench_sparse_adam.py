@@ -12,9 +12,7 @@ of the whole table) is reported, and so is retf's fused kernel for those same de
 """
 
 import os
-import statistics
 import threading
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -22,19 +20,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import retf  # noqa: E402
+from timing import median_seconds  # noqa: E402  (bench/timing.py, beside this file)
 
 LR, BETA1, BETA2, EPSILON = 0.001, 0.9, 0.999, 1e-7
-
-
-def median_seconds(step, repeat, warmup=3):
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def copy_bandwidth(threads=2, floats=64 * 2 ** 20, repeat=5):

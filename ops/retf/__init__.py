@@ -7,10 +7,28 @@
   gradient over the unique rows only.
 - ``retf.ops``: the raw ops.
 
-The op library is loaded the first time an op runs, not on import.
+The op library is loaded the first time an op runs, not on import, and ``retf.keras`` the first
+time it is used: it loads Keras, a few hundred milliseconds that ``import tensorflow`` should not
+pay when the 1.x API mode routes tf.train.AdamOptimizer through ``retf.train``.
 """
 
-from retf import keras, nn, ops, train
+import importlib
+import sys
+import types
+
+from retf import nn, ops, train
 from retf._library import OpLibraryError, load_library
+
+
+class _Package(types.ModuleType):
+    """This package, importing retf.keras on first use (Python 3.6 has no module __getattr__)."""
+
+    def __getattr__(self, name):
+        if name == "keras":
+            return importlib.import_module("retf.keras")
+        raise AttributeError("module 'retf' has no attribute '{}'".format(name))
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = ["OpLibraryError", "keras", "load_library", "nn", "ops", "train"]

@@ -21,6 +21,19 @@ def _handle(value):
     return value.handle if hasattr(value, "handle") else value
 
 
+def _apply(op_name, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices, use_locking,
+           name):
+    """Runs op_name on resource variables (their handles), or its _ref form on reference variables."""
+    library = load_library()
+    if _is_resource(var):
+        return getattr(library, op_name)(
+            _handle(var), _handle(m), _handle(v), beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
+            indices, use_locking=use_locking, name=name)
+    return getattr(library, op_name + "_ref")(
+        var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices,
+        use_locking=use_locking, name=name)
+
+
 def sparse_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices,
                       use_locking=False, name=None):
     """Lazy Adam on the rows of var, m and v named by indices; duplicate indices are summed.
@@ -29,14 +42,8 @@ def sparse_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, eps
     var -= lr * sqrt(1-beta2_power)/(1-beta1_power) * m/(sqrt(v)+epsilon).
     Returns the update op (resource variables) or var's new value (reference variables).
     """
-    library = load_library()
-    if _is_resource(var):
-        return library.retf_sparse_apply_adam(
-            _handle(var), _handle(m), _handle(v), beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
-            indices, use_locking=use_locking, name=name)
-    return library.retf_sparse_apply_adam_ref(
-        var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices,
-        use_locking=use_locking, name=name)
+    return _apply("retf_sparse_apply_adam", var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
+                  indices, use_locking, name)
 
 
 def sparse_apply_adam_dense(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices,
@@ -49,14 +56,8 @@ def sparse_apply_adam_dense(var, m, v, beta1_power, beta2_power, lr, beta1, beta
     var -= lr*sqrt(1-beta2_power)/(1-beta1_power) * m/(sqrt(v)+epsilon).
     Returns the update op (resource variables) or var's new value (reference variables).
     """
-    library = load_library()
-    if _is_resource(var):
-        return library.retf_sparse_apply_adam_dense(
-            _handle(var), _handle(m), _handle(v), beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
-            indices, use_locking=use_locking, name=name)
-    return library.retf_sparse_apply_adam_dense_ref(
-        var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices,
-        use_locking=use_locking, name=name)
+    return _apply("retf_sparse_apply_adam_dense", var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
+                  grad, indices, use_locking, name)
 
 
 def embedding_lookup_sparse(params, ids, segment_ids, weights=None, combiner="mean", name=None):

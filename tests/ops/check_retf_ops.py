@@ -79,24 +79,29 @@ def assert_close(test, actual, expected, dtype, message=""):
     np.testing.assert_allclose(actual, expected, rtol=RTOL[dtype], atol=RTOL[dtype], err_msg=message)
 
 
+def run_adam_steps(test, op, reference, seed, dtype, index_dtype, shape, indices_per_step, steps):
+    """Runs op (a retf.ops sparse Adam) for `steps` steps on resource variables and checks var, m and v
+    against reference (its NumPy model) after each; returns var before and after."""
+    rng = np.random.RandomState(seed)
+    start = [rng.uniform(-1, 1, size=shape).astype(dtype) for _ in range(2)]
+    var0, m0, v0 = start[0], start[1], np.abs(start[1]) * dtype(0.1)
+    var, m, v = (tf.Variable(x) for x in (var0, m0, v0))
+    expected = (var0, m0, v0)
+    lr, beta1, beta2, epsilon = 0.01, 0.9, 0.999, 1e-7
+    for step in range(1, steps + 1):
+        indices = np.asarray(indices_per_step[step % len(indices_per_step)], dtype=index_dtype)
+        grad = rng.uniform(-1, 1, size=(len(indices),) + tuple(shape[1:])).astype(dtype)
+        op(var, m, v, beta1 ** step, beta2 ** step, lr, beta1, beta2, epsilon, tf.constant(grad), tf.constant(indices))
+        expected = reference(*expected, grad, indices, lr, beta1, beta2, epsilon, beta1 ** step, beta2 ** step)
+        for name, got, want in zip("var m v".split(), (var, m, v), expected):
+            assert_close(test, got.numpy(), want, dtype, "{} after step {}".format(name, step))
+    return var0, var.numpy()
+
+
 class SparseApplyAdamTest(unittest.TestCase):
     def run_steps(self, dtype, index_dtype, shape, indices_per_step, steps=3):
-        rng = np.random.RandomState(1)
-        start = [rng.uniform(-1, 1, size=shape).astype(dtype) for _ in range(2)]
-        var0, m0, v0 = start[0], start[1], np.abs(start[1]) * dtype(0.1)
-        var, m, v = (tf.Variable(x) for x in (var0, m0, v0))
-        expected = (var0, m0, v0)
-        lr, beta1, beta2, epsilon = 0.01, 0.9, 0.999, 1e-7
-        for step in range(1, steps + 1):
-            indices = np.asarray(indices_per_step[step % len(indices_per_step)], dtype=index_dtype)
-            grad = rng.uniform(-1, 1, size=(len(indices),) + tuple(shape[1:])).astype(dtype)
-            retf.ops.sparse_apply_adam(var, m, v, beta1 ** step, beta2 ** step, lr, beta1, beta2, epsilon,
-                                       tf.constant(grad), tf.constant(indices))
-            expected = lazy_adam_reference(*expected, grad, indices, lr, beta1, beta2, epsilon, beta1 ** step,
-                                           beta2 ** step)
-            for name, got, want in zip("var m v".split(), (var, m, v), expected):
-                assert_close(self, got.numpy(), want, dtype, "{} after step {}".format(name, step))
-        return var0, var.numpy()
+        return run_adam_steps(self, retf.ops.sparse_apply_adam, lazy_adam_reference, 1, dtype, index_dtype, shape,
+                              indices_per_step, steps)
 
     def test_matches_numpy_over_dtypes_with_duplicates(self):
         for dtype in FLOATS:
@@ -164,22 +169,8 @@ class SparseApplyAdamDenseTest(unittest.TestCase):
     """Retf>SparseApplyAdamDense: TensorFlow's dense Adam semantics for a sparse gradient, in one pass."""
 
     def run_steps(self, dtype, index_dtype, shape, indices_per_step, steps=3):
-        rng = np.random.RandomState(17)
-        start = [rng.uniform(-1, 1, size=shape).astype(dtype) for _ in range(2)]
-        var0, m0, v0 = start[0], start[1], np.abs(start[1]) * dtype(0.1)
-        var, m, v = (tf.Variable(x) for x in (var0, m0, v0))
-        expected = (var0, m0, v0)
-        lr, beta1, beta2, epsilon = 0.01, 0.9, 0.999, 1e-7
-        for step in range(1, steps + 1):
-            indices = np.asarray(indices_per_step[step % len(indices_per_step)], dtype=index_dtype)
-            grad = rng.uniform(-1, 1, size=(len(indices),) + tuple(shape[1:])).astype(dtype)
-            retf.ops.sparse_apply_adam_dense(var, m, v, beta1 ** step, beta2 ** step, lr, beta1, beta2, epsilon,
-                                             tf.constant(grad), tf.constant(indices))
-            expected = dense_adam_reference(*expected, grad, indices, lr, beta1, beta2, epsilon, beta1 ** step,
-                                            beta2 ** step)
-            for name, got, want in zip("var m v".split(), (var, m, v), expected):
-                assert_close(self, got.numpy(), want, dtype, "{} after step {}".format(name, step))
-        return var0, var.numpy()
+        return run_adam_steps(self, retf.ops.sparse_apply_adam_dense, dense_adam_reference, 17, dtype, index_dtype,
+                              shape, indices_per_step, steps)
 
     def test_matches_numpy_over_dtypes_with_duplicates(self):
         for dtype in FLOATS:
@@ -582,6 +573,20 @@ class LoaderTest(unittest.TestCase):
             result = subprocess.run([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, universal_newlines=True)
             return result.returncode, result.stdout
+
+    def test_keras_loads_on_first_use(self):
+        """import retf (what the 1.x API mode does inside import tensorflow) leaves Keras unloaded."""
+        script = ("import sys, tensorflow, retf\n"
+                  "assert 'retf.keras' not in sys.modules, 'retf.keras imported eagerly'\n"
+                  "assert retf.keras.optimizers.LazyAdam.__name__ == 'LazyAdam'\n"
+                  "assert 'retf.keras' in sys.modules\n"
+                  "try:\n"
+                  "    retf.absent\n"
+                  "except AttributeError as error:\n"
+                  "    assert 'absent' in str(error)\n"
+                  "else:\n"
+                  "    raise AssertionError('retf.absent did not raise')\n")
+        subprocess.check_call([sys.executable, "-c", script])
 
     def test_version_mismatch_names_both_versions(self):
         def write_info(package):

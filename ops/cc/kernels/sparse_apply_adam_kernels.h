@@ -97,7 +97,9 @@ struct ElementUpdate {
 // float on x86-64: the square root instruction in every lane, so packets and the scalar tail
 // round alike (exactly), and 8-float AVX packets where the CPU has AVX (checked at run time; the
 // library is built for the baseline). Half the arithmetic of 4-float packets, which matters: on
-// rows already prefetched the arithmetic is about a third of the update's time.
+// rows already prefetched the arithmetic is about a third of the update's time. The two bodies
+// stay apart: AVX intrinsics may only be called from a function built for AVX, so a template
+// shared with the baseline body cannot hold them.
 namespace x86 {
 
 inline void ScalarStep(float* var, float* m, float* v, const float* g, int64_t j, bool has_grad,
