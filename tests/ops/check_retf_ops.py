@@ -329,6 +329,15 @@ class EmbeddingLookupSparseTest(unittest.TestCase):
             retf.nn.embedding_lookup_sparse(params, sparse([[0, 0], [1, 0]], np.array([1, 4]), 2, 1), None)
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "sorted"):
             retf.ops.embedding_lookup_sparse(params, tf.constant([1, 2]), tf.constant([1, 0], tf.int64))
+        for segment_ids, message in (([-1, 0], r"segment_ids\[0\] = -1 is negative"),
+                                     ([0, 1, -1], r"segment_ids\[2\] = -1 is negative"),
+                                     ([0, 2, 1, 3], r"segment_ids\[2\] = 1 follows segment_ids\[1\] = 2")):
+            segment_ids = tf.constant(segment_ids, tf.int64)
+            ids = tf.zeros_like(segment_ids)
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                retf.ops.embedding_lookup_sparse(params, ids, segment_ids)
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                retf.ops.embedding_lookup_sparse_grad(tf.ones([4, 2]), ids, segment_ids)
 
     def test_falls_back_where_fusion_does_not_apply(self):
         rng = np.random.RandomState(5)

@@ -34,7 +34,7 @@ struct SparseBatch {
   const Tensor* segment_ids = nullptr;
   const T* weights = nullptr;  // null: unweighted
   int64 nnz = 0;
-  int64 num_segments = 0;  // max(segment_ids) + 1
+  int64 num_segments = 0;  // the last segment id + 1: max(segment_ids) + 1 once they are checked sorted
 };
 
 template <typename T, typename Tseg>
@@ -59,19 +59,27 @@ Status ReadSparseBatch(OpKernelContext* ctx, int first_input, SparseBatch<T, Tse
                                    weights.shape().DebugString());
   }
   if (weights.dim_size(0) > 0) batch->weights = weights.template flat<T>().data();
-  const auto segment_ids = batch->segment_ids->template flat<Tseg>();
-  for (int64 j = 0; j < batch->nnz; ++j) {
-    if (segment_ids(j) < 0) {
-      return errors::InvalidArgument("segment_ids[", j, "] = ", segment_ids(j), " is negative");
-    }
-    if (j > 0 && segment_ids(j) < segment_ids(j - 1)) {
-      return errors::InvalidArgument("segment_ids must be sorted ascending (sp_ids.indices in "
-                                     "row-major order): segment_ids[", j, "] = ", segment_ids(j),
-                                     " follows segment_ids[", j - 1, "] = ", segment_ids(j - 1));
-    }
+  // Sorted segment ids end with the largest; MakeSegments checks they are sorted.
+  if (batch->nnz > 0) {
+    const int64 last = static_cast<int64>(batch->segment_ids->template flat<Tseg>()(batch->nnz - 1));
+    batch->num_segments = std::max<int64>(last, -1) + 1;
   }
-  batch->num_segments = batch->nnz == 0 ? 0 : static_cast<int64>(segment_ids(batch->nnz - 1)) + 1;
   return Status::OK();
+}
+
+// Fills segments from the batch; InvalidArgument when its segment ids are not sorted ascending
+// and non-negative.
+template <typename T, typename Tseg>
+Status ReadSegments(const SparseBatch<T, Tseg>& batch, retf::Combiner combiner, retf::Segments<T>* segments) {
+  const Tseg* segment_ids = batch.segment_ids->template flat<Tseg>().data();
+  const int64 j = retf::MakeSegments(segment_ids, batch.weights, batch.nnz, batch.num_segments, combiner, segments);
+  if (j < 0) return Status::OK();
+  if (segment_ids[j] < 0) {
+    return errors::InvalidArgument("segment_ids[", j, "] = ", segment_ids[j], " is negative");
+  }
+  return errors::InvalidArgument("segment_ids must be sorted ascending (sp_ids.indices in row-major order): "
+                                 "segment_ids[", j, "] = ", segment_ids[j], " follows segment_ids[", j - 1,
+                                 "] = ", segment_ids[j - 1]);
 }
 
 template <typename Tidx>
@@ -125,10 +133,9 @@ class EmbeddingLookupSparseOp : public OpKernel {
     const int64 dim = params.dim_size(1);
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch.num_segments, dim}), &output));
-    if (batch.num_segments == 0 || dim == 0) return;
     retf::Segments<T> segments;
-    retf::MakeSegments(batch.segment_ids->template flat<Tseg>().data(), batch.weights, batch.nnz,
-                       batch.num_segments, combiner_, &segments);
+    OP_REQUIRES_OK(ctx, ReadSegments(batch, combiner_, &segments));
+    if (batch.num_segments == 0 || dim == 0) return;
     retf::functor::EmbeddingLookupSparse<T, Tidx>()(
         ctx->device()->tensorflow_cpu_worker_threads()->workers, params.flat<T>().data(), dim,
         batch.ids->template flat<Tidx>().data(), batch.weights, segments, output->flat<T>().data());
@@ -159,6 +166,8 @@ class EmbeddingLookupSparseGradOp : public OpKernel {
     const int64 dim = grad.dim_size(1);
     OP_REQUIRES(ctx, batch.nnz <= retf::kMaxGroupedIndices,
                 errors::InvalidArgument("at most ", retf::kMaxGroupedIndices, " ids per call, got ", batch.nnz));
+    retf::Segments<T> segments;
+    OP_REQUIRES_OK(ctx, ReadSegments(batch, combiner_, &segments));
     thread::ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     // Kept per thread so its buffers are reused from step to step.
     static thread_local retf::IndexGroups<Tidx> groups;
@@ -176,9 +185,7 @@ class EmbeddingLookupSparseGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({num_unique, dim}), &values));
     std::copy(groups.unique.begin(), groups.unique.end(), unique_ids->flat<Tidx>().data());
     if (num_unique == 0 || dim == 0) return;
-    retf::Segments<T> segments;
     const Tseg* segment_ids = batch.segment_ids->template flat<Tseg>().data();
-    retf::MakeSegments(segment_ids, batch.weights, batch.nnz, batch.num_segments, combiner_, &segments);
     retf::functor::EmbeddingLookupSparseGrad<T, Tidx, Tseg>()(
         pool, grad.flat<T>().data(), dim, segment_ids, batch.weights, segments, groups, values->flat<T>().data());
   }

@@ -23,28 +23,62 @@ struct Segments {
   int64_t size() const { return static_cast<int64_t>(starts.size()) - 1; }
 };
 
-// Fills segments from sorted segment ids. Matches tf.compat.v1.nn.embedding_lookup_sparse:
-// weighted mean/sqrtn divide with div_no_nan (zero total -> zero row), unweighted ones by the
-// entry count (empty segment -> zero row).
-template <typename T, typename Tseg>
-void MakeSegments(const Tseg* segment_ids, const T* weights, int64_t nnz, int64_t num_segments,
-                  Combiner combiner, Segments<T>* segments) {
-  segments->starts.assign(num_segments + 1, nnz);
-  segments->scale.assign(num_segments, T(1));
-  int64_t next = 0;
+// The first j whose segment id is negative or smaller than its predecessor's, or -1.
+template <typename Tseg>
+int64_t FirstUnsortedSegment(const Tseg* segment_ids, int64_t nnz) {
   for (int64_t j = 0; j < nnz; ++j) {
-    while (next <= static_cast<int64_t>(segment_ids[j])) segments->starts[next++] = j;
+    if (segment_ids[j] < 0 || (j > 0 && segment_ids[j] < segment_ids[j - 1])) return j;
   }
-  if (combiner == Combiner::kSum) return;
+  return -1;
+}
+
+// Fills segments for num_segments = max(segment_ids) + 1 (the last id, when they are sorted) in
+// one pass that also checks the ids are ascending and non-negative. Returns -1, or
+// FirstUnsortedSegment when they are not (segments is then incomplete).
+// Matches tf.compat.v1.nn.embedding_lookup_sparse: weighted mean/sqrtn divide with div_no_nan
+// (zero total -> zero row), unweighted ones by the entry count (empty segment -> zero row).
+template <typename T, typename Tseg>
+int64_t MakeSegments(const Tseg* segment_ids, const T* weights, int64_t nnz, int64_t num_segments,
+                     Combiner combiner, Segments<T>* segments) {
+  std::vector<int64_t>& starts = segments->starts;
+  starts.resize(num_segments + 1);
+  // Ascending ids from a non-negative first one that never pass the last are all in
+  // [0, num_segments): one comparison each catches a negative, a descent or a wrong count.
+  int64_t next = 0;
+  int64_t previous = 0;
+  for (int64_t j = 0; j < nnz; ++j) {
+    const int64_t s = static_cast<int64_t>(segment_ids[j]);
+    if (static_cast<uint64_t>(s) - static_cast<uint64_t>(previous) >=
+        static_cast<uint64_t>(num_segments) - static_cast<uint64_t>(previous)) {
+      return FirstUnsortedSegment(segment_ids, nnz);
+    }
+    while (next <= s) starts[next++] = j;
+    previous = s;
+  }
+  while (next <= num_segments) starts[next++] = nnz;
+  segments->scale.assign(num_segments, T(1));
+  if (combiner == Combiner::kSum) return -1;
+  T* scale = segments->scale.data();
+  if (weights == nullptr) {
+    // The total of unit weights is the entry count, exact in T.
+    for (int64_t s = 0; s < num_segments; ++s) {
+      const T count = static_cast<T>(starts[s + 1] - starts[s]);
+      const T total = combiner == Combiner::kSqrtN ? std::sqrt(count) : count;
+      scale[s] = total == T(0) ? T(0) : T(1) / total;
+    }
+    return -1;
+  }
   for (int64_t s = 0; s < num_segments; ++s) {
     T total = T(0);
-    for (int64_t j = segments->starts[s]; j < segments->starts[s + 1]; ++j) {
-      const T w = weights == nullptr ? T(1) : weights[j];
-      total += combiner == Combiner::kMean ? w : w * w;
+    if (combiner == Combiner::kMean) {
+      for (int64_t j = starts[s]; j < starts[s + 1]; ++j) total += weights[j];
+    } else {
+      for (int64_t j = starts[s]; j < starts[s + 1]; ++j) total += weights[j] * weights[j];
+      total = std::sqrt(total);
     }
-    if (combiner == Combiner::kSqrtN) total = std::sqrt(total);
-    segments->scale[s] = total == T(0) ? T(0) : T(1) / total;
+    scale[s] = total == T(0) ? T(0) : T(1) / total;
   }
+  return -1;
 }
 
 namespace functor {
