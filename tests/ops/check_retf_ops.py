@@ -107,7 +107,9 @@ class SparseApplyAdamTest(unittest.TestCase):
         for dtype in FLOATS:
             for index_dtype in INDEX_TYPES:
                 with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
-                    before, after = self.run_steps(dtype, index_dtype, (10, 4), [[1, 7, 1, 3, 1], [0, 9, 9], [5]])
+                    # [1, 3, 5, 7] is strictly ascending: grouped without the sort.
+                    before, after = self.run_steps(dtype, index_dtype, (10, 4),
+                                                   [[1, 7, 1, 3, 1], [0, 9, 9], [5], [1, 3, 5, 7]], steps=4)
                     np.testing.assert_array_equal(after[[2, 4, 6, 8]], before[[2, 4, 6, 8]])  # never touched
 
     def test_rows_of_rank_two(self):
@@ -176,7 +178,8 @@ class SparseApplyAdamDenseTest(unittest.TestCase):
         for dtype in FLOATS:
             for index_dtype in INDEX_TYPES:
                 with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
-                    before, after = self.run_steps(dtype, index_dtype, (10, 4), [[1, 7, 1, 3, 1], [0, 9, 9], [5]])
+                    before, after = self.run_steps(dtype, index_dtype, (10, 4),
+                                                   [[1, 7, 1, 3, 1], [0, 9, 9], [5], [1, 3, 5, 7]], steps=4)
                     self.assertTrue(np.all(after[[2, 4, 6, 8]] != before[[2, 4, 6, 8]]))  # never named, still moved
 
     def test_row_widths_that_split_packets(self):
