@@ -300,6 +300,25 @@ class EmbeddingLookupSparseTest(unittest.TestCase):
                 self.assertEqual(sorted(ours.indices.numpy().tolist()), sorted(set(ids.tolist())))
                 assert_close(self, tf.convert_to_tensor(ours).numpy(), tf.convert_to_tensor(stock).numpy(), dtype)
 
+    def test_row_widths_of_every_column_block(self):
+        # The kernels sum a row in blocks of 64, 32 or 16 bytes, then single columns.
+        rng = np.random.RandomState(8)
+        indices, ids, weights = random_sparse_batch(rng, batch=6, vocab=10, max_per_row=4)
+        for dtype in FLOATS:
+            for dim in (1, 2, 3, 4, 8, 12, 16, 24, 32, 36, 64, 67):
+                with self.subTest(dtype=dtype.__name__, dim=dim):
+                    table = tf.Variable(rng.uniform(-1, 1, (10, dim)).astype(dtype))
+                    grads = []
+                    for lookup in (retf.nn.embedding_lookup_sparse, tf.compat.v1.nn.embedding_lookup_sparse):
+                        with tf.GradientTape() as tape:
+                            out = lookup(table, sparse(indices, ids, 6, 4), sparse(indices, weights.astype(dtype), 6, 4),
+                                         combiner="mean")
+                            loss = tf.reduce_sum(out * out)
+                        grads.append((out.numpy(), tf.convert_to_tensor(tape.gradient(loss, table)).numpy()))
+                    (ours, ours_grad), (stock, stock_grad) = grads
+                    assert_close(self, ours, stock, dtype)
+                    assert_close(self, ours_grad, stock_grad, dtype)
+
     def test_numeric_gradient_float64(self):
         rng = np.random.RandomState(4)
         indices, ids, weights = random_sparse_batch(rng, batch=5, vocab=6, max_per_row=4)

@@ -5,6 +5,7 @@
 #define RETF_OPS_CC_KERNELS_EMBEDDING_LOOKUP_SPARSE_KERNELS_H_
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "index_groups.h"
@@ -81,6 +82,27 @@ int64_t MakeSegments(const Tseg* segment_ids, const T* weights, int64_t nnz, int
   return -1;
 }
 
+// Calls body(c, std::integral_constant<int, W>()) for column blocks [c, c + W) that cover a row
+// of dim values: blocks of the widest W in 64, 32 or 16 bytes that divides the row's length
+// rounded down to 16 bytes, then single columns for the rest. A block's running sums are a
+// fixed-size local array the compiler keeps in registers, where a loop over a run-time dim
+// stores and reloads the output row for every row it adds: the forward runs 1.3-1.5x faster at
+// dims 5-64 here. 128-byte blocks spill registers and ran at half the speed. Each element still
+// adds the same terms in the same order, so the bits do not change.
+template <typename T, typename Body>
+void ForEachColumnBlock(int64_t dim, Body&& body) {
+  constexpr int kSmallest = static_cast<int>(16 / sizeof(T)) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
+  const int64_t blocked = dim - dim % kSmallest;
+  if (blocked % (4 * kSmallest) == 0) {
+    for (int64_t c = 0; c < blocked; c += 4 * kSmallest) body(c, std::integral_constant<int, 4 * kSmallest>());
+  } else if (blocked % (2 * kSmallest) == 0) {
+    for (int64_t c = 0; c < blocked; c += 2 * kSmallest) body(c, std::integral_constant<int, 2 * kSmallest>());
+  } else {
+    for (int64_t c = 0; c < blocked; c += kSmallest) body(c, std::integral_constant<int, kSmallest>());
+  }
+  for (int64_t c = blocked; c < dim; ++c) body(c, std::integral_constant<int, 1>());
+}
+
 namespace functor {
 
 // output[s] = scale[s] * sum_j weights[j] * params[ids[j]] over the entries of segment s.
@@ -90,21 +112,31 @@ struct EmbeddingLookupSparse {
                   const Tidx* ids, const T* weights, const Segments<T>& segments, T* output) const {
     auto combine = [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) {
-        T* out = output + s * dim;
-        for (int64_t d = 0; d < dim; ++d) out[d] = T(0);
-        for (int64_t j = segments.starts[s]; j < segments.starts[s + 1]; ++j) {
-          const T* row = params + static_cast<int64_t>(ids[j]) * dim;
-          if (weights == nullptr) {
-            for (int64_t d = 0; d < dim; ++d) out[d] += row[d];
-          } else {
-            const T w = weights[j];
-            for (int64_t d = 0; d < dim; ++d) out[d] += w * row[d];
-          }
-        }
+        const int64_t first = segments.starts[s];
+        const int64_t last = segments.starts[s + 1];
         const T scale = segments.scale[s];
-        if (scale != T(1)) {
-          for (int64_t d = 0; d < dim; ++d) out[d] *= scale;
-        }
+        T* out = output + s * dim;
+        ForEachColumnBlock<T>(dim, [&](int64_t c, auto width) {
+          constexpr int W = decltype(width)::value;
+          T sum[W];
+          for (int k = 0; k < W; ++k) sum[k] = T(0);
+          if (weights == nullptr) {
+            for (int64_t j = first; j < last; ++j) {
+              const T* row = params + static_cast<int64_t>(ids[j]) * dim + c;
+              for (int k = 0; k < W; ++k) sum[k] += row[k];
+            }
+          } else {
+            for (int64_t j = first; j < last; ++j) {
+              const T* row = params + static_cast<int64_t>(ids[j]) * dim + c;
+              const T w = weights[j];
+              for (int k = 0; k < W; ++k) sum[k] += w * row[k];
+            }
+          }
+          if (scale != T(1)) {
+            for (int k = 0; k < W; ++k) sum[k] *= scale;
+          }
+          for (int k = 0; k < W; ++k) out[c + k] = sum[k];
+        });
       }
     };
     const int64_t num_segments = segments.size();
@@ -146,6 +178,8 @@ struct EmbeddingLookupSparseGrad {
         rows[k] = grad + s * dim;
         coefficients[k] = weights == nullptr ? scale[s] : weights[j] * scale[s];
       }
+      // Not blocked like the forward: most groups hold one or two entries, too few for sums
+      // kept in registers to pay for a pass per block (it ran 1.1-1.6x slower).
       for (int64_t u = begin; u < end; ++u) {
         T* out = values + u * dim;
         const int32_t first = offsets[u];
