@@ -4,7 +4,8 @@
 
 Goal: forward + backward (the IndexedSlices gradient of the table) >= 2x faster than
 tf.nn.embedding_lookup_sparse at batch 4,096 x 26 slots x dim 16 from a 1M-row table.
-Both read the table as a resource variable. Median of timed steps after warm-up.
+Both read the table as a resource variable. Median of timed steps after warm-up; the four steps
+of a case are timed in turns.
 """
 
 import os
@@ -15,7 +16,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import retf  # noqa: E402
-from timing import median_seconds  # noqa: E402  (bench/timing.py, beside this file)
+from timing import interleaved_medians  # noqa: E402  (bench/timing.py, beside this file)
 
 
 def sparse_batch(rng, batch, slots, vocab, weighted):
@@ -66,7 +67,7 @@ def main():
         ours = steps(retf.nn.embedding_lookup_sparse, table, sp_ids, sp_weights, combiner)
         stock = steps(tf.compat.v1.nn.embedding_lookup_sparse, table, sp_ids, sp_weights, combiner)
         np.testing.assert_allclose(ours[0]().numpy(), stock[0]().numpy(), rtol=1e-5, atol=1e-5)
-        times = [median_seconds(step) for step in (ours[0], stock[0], ours[1], stock[1])]
+        times = interleaved_medians([ours[0], stock[0], ours[1], stock[1]], repeat=40)
         print(header.format(name, "%.2f" % (times[0] * 1e3), "%.2f" % (times[1] * 1e3),
                             "%.1fx" % (times[1] / times[0]), "%.2f" % (times[2] * 1e3), "%.2f" % (times[3] * 1e3),
                             "%.1fx" % (times[3] / times[2])))

@@ -8,7 +8,8 @@ within 1.5x of the memory-bandwidth floor once a step moves >= 1M floats. The fl
 bytes a step must move (read var, m, v, grad rows; write var, m, v rows) over the copy
 bandwidth measured now with two threads. Stock tf.compat.v1.train.AdamOptimizer (a dense update
 of the whole table) is reported, and so is retf's fused kernel for those same dense semantics
-(retf.train.AdamOptimizer: one pass over the table). Median of timed steps after warm-up.
+(retf.train.AdamOptimizer: one pass over the table). Median of timed steps after warm-up; fused and
+composite are timed in turns.
 """
 
 import os
@@ -20,7 +21,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import retf  # noqa: E402
-from timing import median_seconds  # noqa: E402  (bench/timing.py, beside this file)
+from timing import interleaved_medians, median_seconds  # noqa: E402  (bench/timing.py, beside this file)
 
 LR, BETA1, BETA2, EPSILON = 0.001, 0.9, 0.999, 1e-7
 
@@ -115,8 +116,8 @@ def main():
     verdicts = []
     for name, problem in cases:
         var, m, v = problem.variables()
-        fused = median_seconds(fused_step(var, m, v, problem.grad, problem.indices), 30)
-        composite = median_seconds(composite_step(var, m, v, problem.grad, problem.indices), 30)
+        fused, composite = interleaved_medians([fused_step(var, m, v, problem.grad, problem.indices),
+                                                composite_step(var, m, v, problem.grad, problem.indices)], 30)
         floor = problem.moved_floats() * 4 / bandwidth
         adam = median_seconds(stock_adam_step(var, problem.grad, problem.indices, problem.rows), 3, warmup=1)
         dense = median_seconds(fused_dense_step(var, m, v, problem.grad, problem.indices), 5, warmup=1)
