@@ -115,6 +115,13 @@ class SparseApplyAdamTest(unittest.TestCase):
     def test_rows_of_rank_two(self):
         self.run_steps(np.float32, np.int64, (6, 2, 3), [[0, 5, 0], [2]])
 
+    def test_duplicates_summed_in_every_column_block(self):
+        # Duplicate gradient rows are summed in blocks of 64, 32 or 16 bytes, then single columns.
+        for dtype in FLOATS:
+            for width in (1, 2, 6, 8, 24, 33):
+                with self.subTest(dtype=dtype.__name__, width=width):
+                    self.run_steps(dtype, np.int64, (9, width), [[0, 8, 0, 5, 8, 0], [3, 3]])
+
     def test_empty_gradient_changes_nothing(self):
         for dtype in FLOATS:
             for index_dtype in INDEX_TYPES:

@@ -5,9 +5,9 @@
 #define RETF_OPS_CC_KERNELS_EMBEDDING_LOOKUP_SPARSE_KERNELS_H_
 
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
+#include "column_blocks.h"
 #include "index_groups.h"
 #include "tensorflow/core/platform/threadpool.h"
 
@@ -80,27 +80,6 @@ int64_t MakeSegments(const Tseg* segment_ids, const T* weights, int64_t nnz, int
     scale[s] = total == T(0) ? T(0) : T(1) / total;
   }
   return -1;
-}
-
-// Calls body(c, std::integral_constant<int, W>()) for column blocks [c, c + W) that cover a row
-// of dim values: blocks of the widest W in 64, 32 or 16 bytes that divides the row's length
-// rounded down to 16 bytes, then single columns for the rest. A block's running sums are a
-// fixed-size local array the compiler keeps in registers, where a loop over a run-time dim
-// stores and reloads the output row for every row it adds: the forward runs 1.3-1.5x faster at
-// dims 5-64 here. 128-byte blocks spill registers and ran at half the speed. Each element still
-// adds the same terms in the same order, so the bits do not change.
-template <typename T, typename Body>
-void ForEachColumnBlock(int64_t dim, Body&& body) {
-  constexpr int kSmallest = static_cast<int>(16 / sizeof(T)) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
-  const int64_t blocked = dim - dim % kSmallest;
-  if (blocked % (4 * kSmallest) == 0) {
-    for (int64_t c = 0; c < blocked; c += 4 * kSmallest) body(c, std::integral_constant<int, 4 * kSmallest>());
-  } else if (blocked % (2 * kSmallest) == 0) {
-    for (int64_t c = 0; c < blocked; c += 2 * kSmallest) body(c, std::integral_constant<int, 2 * kSmallest>());
-  } else {
-    for (int64_t c = 0; c < blocked; c += kSmallest) body(c, std::integral_constant<int, kSmallest>());
-  }
-  for (int64_t c = blocked; c < dim; ++c) body(c, std::integral_constant<int, 1>());
 }
 
 namespace functor {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "column_blocks.h"
 #include "index_groups.h"
 #include "tensorflow/core/framework/tensor_types.h"
 #include "tensorflow/core/platform/threadpool.h"
@@ -200,11 +201,16 @@ inline const T* GroupGradient(const T* grad, int64_t row_size, const IndexGroups
   const int32_t begin = groups.offsets[u], end = groups.offsets[u + 1];
   const T* g = grad + positions[begin] * row_size;
   if (end - begin == 1) return g;
-  for (int64_t j = 0; j < row_size; ++j) sum[j] = T(0) + g[j];
-  for (int32_t i = begin + 1; i < end; ++i) {
-    const T* g_i = grad + positions[i] * row_size;
-    for (int64_t j = 0; j < row_size; ++j) sum[j] += g_i[j];
-  }
+  ForEachColumnBlock<T>(row_size, [&](int64_t c, auto width) {
+    constexpr int W = decltype(width)::value;
+    T block[W];
+    for (int k = 0; k < W; ++k) block[k] = T(0) + g[c + k];
+    for (int32_t i = begin + 1; i < end; ++i) {
+      const T* g_i = grad + positions[i] * row_size + c;
+      for (int k = 0; k < W; ++k) block[k] += g_i[k];
+    }
+    for (int k = 0; k < W; ++k) sum[c + k] = block[k];
+  });
   return sum;
 }
 
