@@ -358,6 +358,10 @@ class EmbeddingLookupSparseTest(unittest.TestCase):
             retf.nn.embedding_lookup_sparse(params, sparse([[0, 0], [1, 0]], np.array([1, 4]), 2, 1), None)
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "sorted"):
             retf.ops.embedding_lookup_sparse(params, tf.constant([1, 2]), tf.constant([1, 0], tf.int64))
+        # A wild last segment id is refused, not allowed to overflow the output's shape.
+        for last in (2 ** 62, 2 ** 63 - 1):
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "segment_ids"):
+                retf.ops.embedding_lookup_sparse(params, tf.constant([1, 2]), tf.constant([0, last], tf.int64))
         for segment_ids, message in (([-1, 0], r"segment_ids\[0\] = -1 is negative"),
                                      ([0, 1, -1], r"segment_ids\[2\] = -1 is negative"),
                                      ([0, 2, 1, 3], r"segment_ids\[2\] = 1 follows segment_ids\[1\] = 2")):

@@ -7,7 +7,9 @@
 #include "embedding_lookup_sparse_kernels.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -62,6 +64,10 @@ Status ReadSparseBatch(OpKernelContext* ctx, int first_input, SparseBatch<T, Tse
   // Sorted segment ids end with the largest; MakeSegments checks they are sorted.
   if (batch->nnz > 0) {
     const int64 last = static_cast<int64>(batch->segment_ids->template flat<Tseg>()(batch->nnz - 1));
+    if (last == std::numeric_limits<int64>::max()) {
+      return errors::InvalidArgument("segment_ids[", batch->nnz - 1, "] = ", last, " leaves no room for ",
+                                     last, " + 1 output rows");
+    }
     batch->num_segments = std::max<int64>(last, -1) + 1;
   }
   return Status::OK();
@@ -131,8 +137,14 @@ class EmbeddingLookupSparseOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ReadSparseBatch(ctx, 1, &batch));
     OP_REQUIRES_OK(ctx, CheckIds<Tidx>(*batch.ids, params.dim_size(0)));
     const int64 dim = params.dim_size(1);
+    // One row per segment up to the last segment id: checked, since a wild id would overflow it.
+    TensorShape output_shape;
+    const Status shape_status = TensorShapeUtils::MakeShape(std::vector<int64>{batch.num_segments, dim}, &output_shape);
+    OP_REQUIRES(ctx, shape_status.ok(),
+                errors::InvalidArgument("the output has a row per segment up to segment_ids[", batch.nnz - 1, "] = ",
+                                        batch.num_segments - 1, ": ", shape_status.error_message()));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch.num_segments, dim}), &output));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, output_shape, &output));
     retf::Segments<T> segments;
     OP_REQUIRES_OK(ctx, ReadSegments(batch, combiner_, &segments));
     if (batch.num_segments == 0 || dim == 0) return;
