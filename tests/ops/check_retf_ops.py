@@ -307,6 +307,14 @@ class EmbeddingLookupSparseTest(unittest.TestCase):
                 self.assertEqual(sorted(ours.indices.numpy().tolist()), sorted(set(ids.tolist())))
                 assert_close(self, tf.convert_to_tensor(ours).numpy(), tf.convert_to_tensor(stock).numpy(), dtype)
 
+    def test_gradient_groups_ids_up_to_the_largest_int64(self):
+        big = 2 ** 63 - 1
+        unique, values = retf.ops.embedding_lookup_sparse_grad(
+            tf.constant([[1.0, 2.0], [3.0, 4.0]]), tf.constant([big, 0, big, 5], tf.int64),
+            tf.constant([0, 0, 1, 1], tf.int64), combiner="sum")
+        self.assertEqual(unique.numpy().tolist(), [0, 5, big])
+        np.testing.assert_array_equal(values.numpy(), [[1, 2], [3, 4], [4, 6]])
+
     def test_row_widths_of_every_column_block(self):
         # The kernels sum a row in blocks of 64, 32 or 16 bytes, then single columns.
         rng = np.random.RandomState(8)

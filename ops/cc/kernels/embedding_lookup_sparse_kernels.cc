@@ -184,12 +184,12 @@ class EmbeddingLookupSparseGradOp : public OpKernel {
     // Kept per thread so its buffers are reused from step to step.
     static thread_local retf::IndexGroups<Tidx> groups;
     const auto ids = batch.ids->template flat<Tidx>();
-    int64 id_bound = 0;
+    int64 max_id = 0;
     for (int64 j = 0; j < batch.nnz; ++j) {
       OP_REQUIRES(ctx, ids(j) >= 0, errors::InvalidArgument("ids[", j, "] = ", ids(j), " is negative"));
-      id_bound = std::max(id_bound, static_cast<int64>(ids(j)) + 1);
+      max_id = std::max(max_id, static_cast<int64>(ids(j)));
     }
-    retf::GroupIndices(ids.data(), batch.nnz, id_bound, &groups);
+    retf::GroupIndices(ids.data(), batch.nnz, max_id, &groups);
     const int64 num_unique = groups.size();
     Tensor* unique_ids = nullptr;
     Tensor* values = nullptr;

@@ -123,14 +123,14 @@ void GroupIndicesBySort(const Tindex* indices, int64_t n, IndexGroups<Tindex>* g
 
 }  // namespace internal
 
-// Groups indices[0 .. n), all in [0, key_bound), n <= kMaxGroupedIndices. Packs each index
+// Groups indices[0 .. n), all in [0, max_index], n <= kMaxGroupedIndices. Packs each index
 // with its position into one word and sorts the words with a radix sort on the index bits (two
 // passes up to 2^22 rows): a few sequential passes with no data-dependent branches, about 8 ns
 // per index here against 27 for bucketing plus insertion sort. Serial: at 65,536 indices the
 // whole grouping takes about half a millisecond, less than handing it to a busy pool costs.
 // Strictly ascending indices skip the sort.
 template <typename Tindex>
-void GroupIndices(const Tindex* indices, int64_t n, int64_t key_bound, IndexGroups<Tindex>* groups) {
+void GroupIndices(const Tindex* indices, int64_t n, int64_t max_index, IndexGroups<Tindex>* groups) {
   groups->unique.clear();
   groups->offsets.assign(1, 0);
   groups->positions.clear();
@@ -148,7 +148,7 @@ void GroupIndices(const Tindex* indices, int64_t n, int64_t key_bound, IndexGrou
     return;
   }
 
-  const int key_bits = std::max(1, internal::BitWidth(static_cast<uint64_t>(key_bound - 1)));
+  const int key_bits = std::max(1, internal::BitWidth(static_cast<uint64_t>(max_index)));
   if (key_bits > 64 - internal::kPositionBits) {
     groups->offsets.clear();
     internal::GroupIndicesBySort(indices, n, groups);

@@ -33,7 +33,7 @@ Status GroupCheckedIndices(OpKernelContext* ctx, const Tensor& indices, int64 nu
                                      "): the variable has ", num_rows, " rows");
     }
   }
-  retf::GroupIndices(flat.data(), flat.size(), num_rows, groups);
+  retf::GroupIndices(flat.data(), flat.size(), num_rows - 1, groups);
   return Status::OK();
 }
 
