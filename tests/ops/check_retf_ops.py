@@ -79,6 +79,11 @@ def assert_close(test, actual, expected, dtype, message=""):
     np.testing.assert_allclose(actual, expected, rtol=RTOL[dtype], atol=RTOL[dtype], err_msg=message)
 
 
+# Index vectors for the sparse Adam NumPy checks, one per step: duplicates, a single index, and
+# [1, 3, 5, 7], strictly ascending, which is grouped without the sort. Rows 2, 4, 6, 8 are never named.
+MIXED_INDEX_STEPS = [[1, 7, 1, 3, 1], [0, 9, 9], [5], [1, 3, 5, 7]]
+
+
 def run_adam_steps(test, op, reference, seed, dtype, index_dtype, shape, indices_per_step, steps):
     """Runs op (a retf.ops sparse Adam) for `steps` steps on resource variables and checks var, m and v
     against reference (its NumPy model) after each; returns var before and after."""
@@ -107,9 +112,8 @@ class SparseApplyAdamTest(unittest.TestCase):
         for dtype in FLOATS:
             for index_dtype in INDEX_TYPES:
                 with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
-                    # [1, 3, 5, 7] is strictly ascending: grouped without the sort.
-                    before, after = self.run_steps(dtype, index_dtype, (10, 4),
-                                                   [[1, 7, 1, 3, 1], [0, 9, 9], [5], [1, 3, 5, 7]], steps=4)
+                    before, after = self.run_steps(dtype, index_dtype, (10, 4), MIXED_INDEX_STEPS,
+                                                   steps=len(MIXED_INDEX_STEPS))
                     np.testing.assert_array_equal(after[[2, 4, 6, 8]], before[[2, 4, 6, 8]])  # never touched
 
     def test_rows_of_rank_two(self):
@@ -185,8 +189,8 @@ class SparseApplyAdamDenseTest(unittest.TestCase):
         for dtype in FLOATS:
             for index_dtype in INDEX_TYPES:
                 with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
-                    before, after = self.run_steps(dtype, index_dtype, (10, 4),
-                                                   [[1, 7, 1, 3, 1], [0, 9, 9], [5], [1, 3, 5, 7]], steps=4)
+                    before, after = self.run_steps(dtype, index_dtype, (10, 4), MIXED_INDEX_STEPS,
+                                                   steps=len(MIXED_INDEX_STEPS))
                     self.assertTrue(np.all(after[[2, 4, 6, 8]] != before[[2, 4, 6, 8]]))  # never named, still moved
 
     def test_row_widths_that_split_packets(self):
