@@ -9,7 +9,8 @@ Environment switches: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 logs
 its time to stderr; RETF_RUNTIME_DEFAULTS=0 keeps the build's runtime defaults (e.g.
 TF_CPU_ALLOCATOR_USE_BFC) out of the environment (a variable the user set always wins); in a wheel
 built with the 1.x API, RETF_API=2 keeps the 2.x API and RETF_SPARSE_ADAM=dense|fused|lazy picks
-how tf.train.AdamOptimizer applies sparse gradients (the recipe's v1_sparse_adam otherwise).
+how tf.train.AdamOptimizer applies sparse gradients (the recipe's v1_sparse_adam otherwise); in a wheel
+that ships the retf op library, RETF_OPS=0 leaves it unregistered (and sparse Adam on TensorFlow's ops).
 """
 
 import os
@@ -230,6 +231,88 @@ def satisfies(version, specifier):
     return True
 
 
+# --- the retf op library ----------------------------------------------------------------------
+
+_UNREGISTERED = re.compile(r"Op type not registered '(Retf>[^']+)'")
+_OLDER_REMOTE = re.compile(r"from remote target (/job:\S+?):?\s")
+_HINT_MARK = "\nretf: "
+
+
+def ops_enabled():
+    """Whether this process registers the retf op library (RETF_OPS=0 keeps it out)."""
+    return os.environ.get("RETF_OPS", "1") != "0"
+
+
+def register_ops(namespace, config):
+    """Register the retf ops and kernels while `import tensorflow` runs (``namespace``: its globals).
+
+    Every process that imports this TensorFlow can then run the ops its optimizers emit, even one
+    that builds no graph itself: a parameter server runs the update ops of the variables it holds.
+    Only the kernels load here; retf's Python wrappers are made on first use.
+    """
+    from tensorflow.python.framework import errors_impl, load_library
+    _explain_cluster_errors(errors_impl, config["label"])
+    if not ops_enabled():
+        return
+    start = time.perf_counter()
+    site = os.path.dirname(os.path.dirname(os.path.abspath(namespace["__file__"])))
+    path = os.path.realpath(os.path.join(site, config["library"]))  # the spelling retf loads it by, too
+    try:
+        load_library.load_library(path)
+    except (errors_impl.OpError, OSError) as error:
+        raise ImportError(
+            "%s: cannot register its retf op library %s: %s\nFix: reinstall this wheel; or set RETF_OPS=0 to run "
+            "without it (tf.train.AdamOptimizer then uses TensorFlow's own ops)."
+            % (config["label"], path, getattr(error, "message", error)))
+    if os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"):
+        sys.stderr.write("retf-bootstrap [ops] registered %s in %.2f ms\n" % (path, (time.perf_counter() - start) * 1e3))
+
+
+def _explain_cluster_errors(errors_impl, label):
+    """Add what to do to the errors a cluster of mixed TensorFlows gives, where they are made.
+
+    TensorFlow raises them in the process that sent the graph, with the message of the task that
+    could not run it: "Op type not registered 'Retf>...'" (a task without the library) or "NodeDef
+    missing attrs" from a remote target (a task on an older TensorFlow, e.g. a stock 1.15 ps).
+    """
+    def unregistered(message):
+        found = _UNREGISTERED.search(message)
+        if found:
+            return ("%s is an op of the retf library that %s ships and registers in every process that imports it. "
+                    "The task that reported this error runs without it: on another TensorFlow (e.g. a stock 1.15 ps) "
+                    "or with RETF_OPS=0. Fix: run every task of the cluster (ps, chief, workers, evaluator) on this "
+                    "same wheel with RETF_OPS unset; or build the graph without retf ops (RETF_SPARSE_ADAM=dense on "
+                    "the workers and no retf optimizers)." % (found.group(1), label))
+        return None
+
+    def older_remote(message):
+        remote = _OLDER_REMOTE.search(message)
+        if remote and "NodeDef missing attrs" in message:
+            return ("%s runs another TensorFlow than this process (%s), one that cannot read the graphs this "
+                    "TensorFlow sends. Fix: run every task of the cluster (ps, chief, workers, evaluator) on this "
+                    "same wheel." % (remote.group(1), label))
+        return None
+
+    _add_hint(errors_impl.NotFoundError, unregistered)
+    _add_hint(errors_impl.InvalidArgumentError, older_remote)
+
+
+def _add_hint(error_class, explain):
+    if "_retf_explain" in vars(error_class):
+        return
+    original = error_class.__init__
+
+    def __init__(self, node_def, op, message, *args, **kwargs):
+        if isinstance(message, str) and _HINT_MARK not in message:
+            hint = explain(message)
+            if hint:
+                message += _HINT_MARK + hint
+        original(self, node_def, op, message, *args, **kwargs)
+
+    error_class.__init__ = __init__
+    error_class._retf_explain = explain
+
+
 # --- the TensorFlow 1.x API -------------------------------------------------------------------
 
 CONTRIB_MESSAGE = (
@@ -256,12 +339,22 @@ SPARSE_ADAM_MODES = ("dense", "fused", "lazy")
 
 
 def sparse_adam_mode(config):
-    """How tf.train.AdamOptimizer applies sparse gradients here: RETF_SPARSE_ADAM, else the recipe's choice."""
-    mode = os.environ.get("RETF_SPARSE_ADAM", "") or config.get("v1_sparse_adam", "dense")
+    """How tf.train.AdamOptimizer applies sparse gradients here: RETF_SPARSE_ADAM, else the recipe's choice.
+
+    With RETF_OPS=0 the recipe's choice falls back to "dense" (TensorFlow's own ops), so no process
+    emits retf ops that it, or a parameter server started the same way, could not run.
+    """
+    chosen = os.environ.get("RETF_SPARSE_ADAM", "")
+    mode = chosen or config.get("v1_sparse_adam", "dense")
     if mode not in SPARSE_ADAM_MODES:
         raise ImportError("RETF_SPARSE_ADAM=%s is not one of %s (how tf.train.AdamOptimizer applies sparse "
                           "gradients); unset it to use the build's choice, %s"
                           % (mode, ", ".join(SPARSE_ADAM_MODES), config.get("v1_sparse_adam", "dense")))
+    if mode != "dense" and not ops_enabled():
+        if chosen:
+            raise ImportError("RETF_SPARSE_ADAM=%s needs the retf op library, which RETF_OPS=0 leaves unregistered; "
+                              "unset one of them" % mode)
+        return "dense"
     return mode
 
 

@@ -172,3 +172,45 @@ def verified(built_wheel, tmp_path_factory):
     except ValueError:
         report = {"checks": [], "stderr": run.stderr[-3000:]}
     return run.returncode, report, kept / "venv"
+
+
+def kept_environment(recipe, real_wheel, folder):
+    """``real_wheel`` built with ``recipe``, verified, and left installed in a kept copy of its environment."""
+    built = run_cli("build", real_wheel, "--recipe", recipe, "--out-dir", folder / "out")
+    assert built.returncode == 0, built.stderr[-3000:]
+    wheel = built.stdout.strip().splitlines()[-1]
+    verified = run_cli("verify", wheel, "--recipe", recipe, "--keep-env", folder / "env")
+    assert verified.returncode == 0, verified.stdout + verified.stderr[-2000:]
+    assert "pass  TF 1.15 program unchanged" in verified.stdout
+    return folder / "env" / "venv"
+
+
+@pytest.fixture(scope="session")
+def v1_venv(real_wheel, python36, tmp_path_factory) -> Path:
+    """The wheel of recipes/emulated-py36-tf1api.toml, verified, installed in a kept copy of the old environment."""
+    return kept_environment(RECIPES / "emulated-py36-tf1api.toml", real_wheel, tmp_path_factory.mktemp("v1"))
+
+
+# --- comparing training runs -----------------------------------------------------------------------
+# Two runs of one TF 1.x program with the same seeds, data and one thread compute the same thing; TF 2.6.2
+# and 1.15.5 still differ in the last bits (matmul, reductions), a few float32 ulps (4.5e-7 relative at
+# most seen here). The tolerances keep over 20x margin on that early on (1e-5 for the first steps, where
+# nothing has had time to compound) and over 200x after (1e-4), and are far tighter than a change of
+# optimizer semantics (lazy instead of dense Adam moves the third loss by 10%).
+EARLY_STEPS = 10
+EARLY_RTOL = 1e-5
+RTOL = 1e-4
+
+
+def training_differences(reference: list[float], produced: list[float]) -> list[str]:
+    """Steps whose losses differ by more than the tolerance (all steps if the lengths differ)."""
+    import math
+
+    if len(reference) != len(produced):
+        return [f"{len(produced)} losses, expected {len(reference)}"]
+    problems = []
+    for step, (want, got) in enumerate(zip(reference, produced)):
+        rtol = EARLY_RTOL if step < EARLY_STEPS else RTOL
+        if not math.isclose(got, want, rel_tol=rtol):
+            problems.append(f"step {step}: {got!r} vs {want!r} (rtol {rtol})")
+    return problems

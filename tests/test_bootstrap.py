@@ -120,3 +120,69 @@ def test_debug_logs_each_decision_with_its_time(python36, install):
     lines = [l for l in result.stderr.splitlines() if l.startswith("retf-bootstrap [")]
     assert any("preloaded" in l for l in lines) and any("first on sys.path" in l for l in lines)
     assert all(" ms] " in l for l in lines) and lines[-1].endswith("bootstrap done")
+
+
+HINTS = """
+import json, sys, types
+sys.path.insert(0, sys.argv[1])
+import retf_bootstrap as b
+
+class OpError(Exception):
+    def __init__(self, node_def, op, message, *args):
+        self.message = message
+
+class NotFoundError(OpError):
+    pass
+
+class InvalidArgumentError(OpError):
+    pass
+
+b._explain_cluster_errors(types.SimpleNamespace(NotFoundError=NotFoundError, InvalidArgumentError=InvalidArgumentError),
+                          "tensorflow 9.9+retf.test")
+b._explain_cluster_errors(types.SimpleNamespace(NotFoundError=NotFoundError, InvalidArgumentError=InvalidArgumentError),
+                          "tensorflow 9.9+retf.test")  # a second import of the bootstrap changes nothing
+missing = NotFoundError(None, None, "Op type not registered 'Retf>SparseApplyAdamDenseRef' in binary running on ps0.")
+again = NotFoundError(None, None, missing.message)  # what Session._do_call does with an error it re-raises
+older = InvalidArgumentError(None, None, "NodeDef missing attrs 'shared_name' from Op<name=VariableV2>\\n"
+                             "Additional GRPC error information from remote target /job:ps/replica:0/task:1:\\n:{}")
+print(json.dumps({"missing": missing.message, "again": again.message, "older": older.message,
+                  "other": NotFoundError(None, None, "Op type not registered 'Foo' in binary").message,
+                  "local": InvalidArgumentError(None, None, "NodeDef missing attrs 'x'").message}))
+"""
+
+
+def test_cluster_errors_say_what_to_do(python36):
+    result = subprocess.run([str(python36), "-c", HINTS, str(REPO / "bootstrap")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    messages = json.loads(result.stdout)
+    assert "retf: Retf>SparseApplyAdamDenseRef is an op of the retf library that tensorflow 9.9+retf.test ships" in messages["missing"]
+    assert "Fix: run every task of the cluster" in messages["missing"]
+    assert messages["again"] == messages["missing"]
+    assert "retf: /job:ps/replica:0/task:1 runs another TensorFlow than this process (tensorflow 9.9+retf.test)" in messages["older"]
+    assert messages["other"] == "Op type not registered 'Foo' in binary"
+    assert messages["local"] == "NodeDef missing attrs 'x'"
+
+
+MODE = "import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; print(b.sparse_adam_mode({'v1_sparse_adam': 'fused'}))"
+
+
+@pytest.mark.parametrize("environ, printed", [
+    ({}, "fused"),
+    ({"RETF_OPS": "0"}, "dense"),  # the op library is off: TensorFlow's own ops, not retf ops nobody can run
+    ({"RETF_SPARSE_ADAM": "lazy"}, "lazy"),
+    ({"RETF_OPS": "0", "RETF_SPARSE_ADAM": "dense"}, "dense"),
+])
+def test_sparse_adam_mode_follows_the_op_library_switch(python36, environ, printed):
+    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+    result = subprocess.run([str(python36), "-c", MODE, str(REPO / "bootstrap")], capture_output=True, text=True,
+                            env={**variables, **environ})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == printed
+
+
+def test_sparse_adam_mode_refuses_retf_adam_without_the_library(python36):
+    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+    result = subprocess.run([str(python36), "-c", MODE, str(REPO / "bootstrap")], capture_output=True, text=True,
+                            env={**variables, "RETF_OPS": "0", "RETF_SPARSE_ADAM": "fused"})
+    assert result.returncode != 0
+    assert "RETF_SPARSE_ADAM=fused needs the retf op library, which RETF_OPS=0 leaves unregistered" in result.stderr

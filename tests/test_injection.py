@@ -72,3 +72,17 @@ def test_block_runs_once_and_leaves_no_name_behind():
     namespace["calls"] = calls
     exec(compile(code, "x", "exec"), namespace)
     assert len(calls) == 1 and calls[0][0] == "/site/tensorflow" and "_retf_bootstrap" not in namespace
+
+
+def test_finishing_blocks_go_last_in_order_and_only_once():
+    from retfwheel.injection import API_BEGIN, OPS_BEGIN, api_block, append, ops_block
+
+    patched = inject(TF_HEAD, BLOCK, "tensorflow/__init__.py")
+    patched = append(patched, ops_block("tensorflow._retf_bootstrap", {"library": "retf/_retf_ops.so"}), "init")
+    patched = append(patched, api_block("tensorflow._retf_bootstrap", {"v1_sparse_adam": "fused"}), "init")
+    out = lines_of(patched)
+    assert out.index(BEGIN) < out.index("import sys as _sys") < out.index(OPS_BEGIN) < out.index(API_BEGIN)
+    assert "    _call(globals(), {\"library\": \"retf/_retf_ops.so\"})" in out
+    ast.parse(patched)
+    with pytest.raises(InjectionError, match="already carries the block"):
+        append(patched, ops_block("tensorflow._retf_bootstrap", {}), "init")

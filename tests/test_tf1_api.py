@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import RECIPES, run_cli
+from conftest import RECIPES, kept_environment
 
 pytestmark = pytest.mark.slow
 
@@ -52,16 +52,6 @@ print(json.dumps(report))
 """
 
 
-def kept_environment(recipe, real_wheel, folder):
-    built = run_cli("build", real_wheel, "--recipe", recipe, "--out-dir", folder / "out")
-    assert built.returncode == 0, built.stderr[-3000:]
-    wheel = built.stdout.strip().splitlines()[-1]
-    verified = run_cli("verify", wheel, "--recipe", recipe, "--keep-env", folder / "env")
-    assert verified.returncode == 0, verified.stdout + verified.stderr[-2000:]
-    assert "pass  TF 1.15 program unchanged" in verified.stdout
-    return folder / "env" / "venv"
-
-
 def run_in(recipe, venv, code, **environ):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU"))}
@@ -73,11 +63,6 @@ def run_in(recipe, venv, code, **environ):
 
 
 @pytest.fixture(scope="module")
-def v1_env(real_wheel, python36, tmp_path_factory):
-    return kept_environment(RECIPES / "emulated-py36-tf1api.toml", real_wheel, tmp_path_factory.mktemp("v1"))
-
-
-@pytest.fixture(scope="module")
 def lazy_recipe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lazy-recipe")
     text = (RECIPES / "emulated-py36-tf1api.toml").read_text().replace('v1_sparse_adam = "fused"', 'v1_sparse_adam = "lazy"')
@@ -86,42 +71,42 @@ def lazy_recipe(tmp_path_factory):
     return folder / "emulated-py36-tf1api-lazy.toml"
 
 
-def test_import_tensorflow_is_the_1x_api(v1_env):
+def test_import_tensorflow_is_the_1x_api(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    report = run_in(recipe, v1_env, SURFACE)
+    report = run_in(recipe, v1_venv, SURFACE)
     assert report["version"] == "2.6.2" and report["eager"] is False
     assert report["placeholder"] and report["session"] and report["v2"] and report["v1"] and report["partitioned"]
     for key in ("contrib_import", "contrib_attribute"):
         assert "not part of TensorFlow 2.x" in report[key] and "tf.keras.layers" in report[key]
 
 
-def test_runtime_defaults_are_set_unless_the_user_chose(v1_env):
+def test_runtime_defaults_are_set_unless_the_user_chose(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    assert run_in(recipe, v1_env, SURFACE)["bfc"] == "true"
-    assert run_in(recipe, v1_env, SURFACE, TF_CPU_ALLOCATOR_USE_BFC="false")["bfc"] == "false"
-    assert run_in(recipe, v1_env, SURFACE, RETF_RUNTIME_DEFAULTS="0")["bfc"] is None
+    assert run_in(recipe, v1_venv, SURFACE)["bfc"] == "true"
+    assert run_in(recipe, v1_venv, SURFACE, TF_CPU_ALLOCATOR_USE_BFC="false")["bfc"] == "false"
+    assert run_in(recipe, v1_venv, SURFACE, RETF_RUNTIME_DEFAULTS="0")["bfc"] is None
 
 
-def test_2x_api_on_request(v1_env):
-    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_env, "import json, tensorflow as tf; print(json.dumps({'eager': tf.executing_eagerly()}))",
+def test_2x_api_on_request(v1_venv):
+    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, "import json, tensorflow as tf; print(json.dumps({'eager': tf.executing_eagerly()}))",
                     RETF_API="2")
     assert report["eager"] is True
 
 
-def test_adam_keeps_dense_semantics_through_the_fused_kernel(v1_env):
-    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_env, LAZY_PROBE)
+def test_adam_keeps_dense_semantics_through_the_fused_kernel(v1_venv):
+    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, LAZY_PROBE)
     assert report == {"optimizer": "retf.train.AdamOptimizer", "untouched_row_moved": True,
                       "slots": ["table/Adam", "table/Adam_1"]}
 
 
-def test_sparse_adam_chosen_per_process(v1_env):
+def test_sparse_adam_chosen_per_process(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    stock = run_in(recipe, v1_env, LAZY_PROBE, RETF_SPARSE_ADAM="dense")
+    stock = run_in(recipe, v1_venv, LAZY_PROBE, RETF_SPARSE_ADAM="dense")
     assert stock == {"optimizer": "tensorflow.python.training.adam.AdamOptimizer", "untouched_row_moved": True,
                      "slots": ["table/Adam", "table/Adam_1"]}
-    lazy = run_in(recipe, v1_env, LAZY_PROBE, RETF_SPARSE_ADAM="lazy")
+    lazy = run_in(recipe, v1_venv, LAZY_PROBE, RETF_SPARSE_ADAM="lazy")
     assert lazy["optimizer"] == "retf.train.LazyAdamStandIn" and lazy["untouched_row_moved"] is False
-    result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_env),
+    result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_venv),
                              "python", "-c", "import tensorflow"], capture_output=True, text=True,
                             env=dict(os.environ, RETF_SPARSE_ADAM="eager"))
     assert result.returncode != 0

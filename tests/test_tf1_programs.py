@@ -23,6 +23,8 @@ import sys
 
 import pytest
 
+from conftest import training_differences
+
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +33,6 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 TF115_RECIPE = REPO / "recipes" / "emulated-py36.toml"
 V1_RECIPE = REPO / "recipes" / "emulated-py36-tf1api.toml"
 
-EARLY_STEPS = 10
-EARLY_RTOL = 1e-5
-RTOL = 1e-4
 METRIC_ATOL = 1e-4
 
 
@@ -41,19 +40,6 @@ def retfwheel(*args: object) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True,
                           cwd=REPO, env=env)
-
-
-@pytest.fixture(scope="session")
-def v1_venv(python36, tmp_path_factory) -> Path:
-    """The tf1api wheel, built and verified, installed in a kept copy of the old environment."""
-    out = tmp_path_factory.mktemp("tf1api-wheel")
-    build = retfwheel("build", "--recipe", V1_RECIPE, "--out-dir", out)
-    assert build.returncode == 0, build.stderr[-3000:]
-    wheel = build.stdout.strip().splitlines()[-1]
-    kept = tmp_path_factory.mktemp("tf1api-env")
-    verify = retfwheel("verify", wheel, "--recipe", V1_RECIPE, "--keep-env", kept)
-    assert verify.returncode == 0, verify.stdout + verify.stderr[-3000:]
-    return kept / "venv"
 
 
 class Runner:
@@ -90,18 +76,6 @@ def tf115(python36, tmp_path_factory) -> Runner:
 @pytest.fixture(scope="session")
 def wheel(v1_venv, tmp_path_factory) -> Runner:
     return Runner(V1_RECIPE, v1_venv, tmp_path_factory.mktemp("tf1api"))
-
-
-def training_differences(reference: list[float], produced: list[float]) -> list[str]:
-    """Steps whose losses differ by more than the tolerance (all steps if the lengths differ)."""
-    if len(reference) != len(produced):
-        return [f"{len(produced)} losses, expected {len(reference)}"]
-    problems = []
-    for step, (want, got) in enumerate(zip(reference, produced)):
-        rtol = EARLY_RTOL if step < EARLY_STEPS else RTOL
-        if not math.isclose(got, want, rel_tol=rtol):
-            problems.append(f"step {step}: {got!r} vs TF 1.15.5's {want!r} (rtol {rtol})")
-    return problems
 
 
 def assert_same_training(reference: dict, produced: dict, metrics: tuple[str, ...] = (), exact: tuple[str, ...] = ()):

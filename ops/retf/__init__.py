@@ -7,9 +7,11 @@
   gradient over the unique rows only.
 - ``retf.ops``: the raw ops.
 
-The op library is loaded the first time an op runs, not on import, and ``retf.keras`` the first
-time it is used: it loads Keras, a few hundred milliseconds that ``import tensorflow`` should not
-pay when the 1.x API mode routes tf.train.AdamOptimizer through ``retf.train``.
+The op library's kernels are registered while ``import tensorflow`` runs (so a parameter server,
+which builds no ops, can run the updates workers send it; RETF_OPS=0 leaves them out); its Python
+wrappers are made the first time an op is built. ``retf.keras`` is imported the first time it is
+used: it loads Keras, a few hundred milliseconds that ``import tensorflow`` should not pay when the
+1.x API mode routes tf.train.AdamOptimizer through ``retf.train``.
 """
 
 import importlib

@@ -6,7 +6,9 @@ import threading
 
 import tensorflow as tf
 
-LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_retf_ops.so")
+# The real path: TensorFlow keeps one entry per library file name, and `import tensorflow` registered
+# the library by this spelling; another spelling of the same file would yield no op wrappers.
+LIBRARY = os.path.join(os.path.dirname(os.path.realpath(__file__)), "_retf_ops.so")
 BUILD_INFO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_info.json")
 
 _lock = threading.Lock()
@@ -34,6 +36,9 @@ def built_for():
 
 
 def _load():
+    if os.environ.get("RETF_OPS", "1") == "0":
+        raise OpLibraryError("retf's op library is off in this process (RETF_OPS=0), so retf's ops cannot run; "
+                             "unset RETF_OPS here and in every task of the cluster")
     running = tf.__version__
     built = built_for()
     if built is not None and built != running:

@@ -12,6 +12,8 @@ import json
 
 BEGIN = "# --- retfwheel bootstrap: begin (generated; do not edit) ---"
 END = "# --- retfwheel bootstrap: end ---"
+OPS_BEGIN = "# --- retfwheel op library: begin (generated; do not edit) ---"
+OPS_END = "# --- retfwheel op library: end ---"
 API_BEGIN = "# --- retfwheel 1.x API: begin (generated; do not edit) ---"
 API_END = "# --- retfwheel 1.x API: end ---"
 
@@ -43,18 +45,28 @@ def bootstrap_block(module: str, config: dict) -> str:
 
 def api_block(module: str, config: dict) -> str:
     """The lines appended to tensorflow/__init__.py that make the package expose the 1.x API."""
+    return _finishing_block(API_BEGIN, API_END, "_retf_v1_api", module, "expose_v1_api", config)
+
+
+def ops_block(module: str, config: dict) -> str:
+    """The lines appended to tensorflow/__init__.py that register the retf op library's kernels."""
+    return _finishing_block(OPS_BEGIN, OPS_END, "_retf_ops", module, "register_ops", config)
+
+
+def _finishing_block(begin: str, end: str, function: str, module: str, call: str, config: dict) -> str:
+    """A block run at the end of the package's __init__: ``module``.``call``(globals(), config)."""
     literal = json.dumps(config, sort_keys=True)
     return "\n".join(
         [
-            API_BEGIN,
-            "def _retf_v1_api():",
-            f"    from {module} import expose_v1_api as _expose",
-            f"    _expose(globals(), {literal})",
+            begin,
+            f"def {function}():",
+            f"    from {module} import {call} as _call",
+            f"    _call(globals(), {literal})",
             "",
             "",
-            "_retf_v1_api()",
-            "del _retf_v1_api",
-            API_END,
+            f"{function}()",
+            f"del {function}",
+            end,
         ]
     )
 
@@ -62,8 +74,9 @@ def api_block(module: str, config: dict) -> str:
 def append(source: bytes, block: str, where: str) -> bytes:
     """``source`` with ``block`` added after its last line (line endings kept), re-parsed."""
     text = source.decode("utf-8")
-    if API_BEGIN in text:
-        raise InjectionError(f"{where}: already carries a retfwheel 1.x API block")
+    marker = block.split("\n", 1)[0]
+    if marker in text:
+        raise InjectionError(f"{where}: already carries the block {marker!r}")
     newline = "\r\n" if "\r\n" in text else "\n"
     if text and not text.endswith(("\n", "\r")):
         text += newline

@@ -16,9 +16,9 @@ from typing import Callable
 from retfwheel.elf import ElfInfo, read_elf
 from retfwheel.archive import Archive, MemberView, read_content
 from retfwheel.errors import RecipeError, WheelFormatError
-from retfwheel.injection import InjectionError, api_block, append, bootstrap_block, inject
+from retfwheel.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
 from retfwheel.lock import fetch_locked
-from retfwheel.oplib import LIBRARY_DIR, build_info, compile_library, python_files
+from retfwheel.oplib import LIBRARY_DIR, OPS_LIBRARY, build_info, compile_library, python_files
 from retfwheel.plan import (
     BOOTSTRAP_MODULE,
     BuildOps,
@@ -92,6 +92,8 @@ def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, 
             config = _bootstrap_config(plan, step, runtime_step, runtime, vendored, elves)
             members += _bootstrap_members(plan, step, config, vendored)
             notes.append(f"bootstrap injected into {step.init_name} ({BOOTSTRAP_MODULE})")
+            if step.ops_library:
+                notes.append(f"{step.ops_library} registered while `import tensorflow` runs (RETF_OPS=0 leaves it out)")
             if step.api == "v1":
                 notes.append("`import tensorflow` exposes the TF 1.x API with 1.x behaviour (RETF_API=2 keeps 2.x); "
                              f"tf.contrib explains its replacements; sparse Adam: {step.v1_sparse_adam}")
@@ -102,7 +104,7 @@ def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, 
 
 def _build_ops(plan: BuildPlan, step: BuildOps, archive: Archive, cache: Path, progress: Progress):
     data, identity = compile_library(archive, plan.input_sha256, step.flags, step.builder, step.compiler, step.suite, cache, progress)
-    name = f"{LIBRARY_DIR}/_retf_ops.so"
+    name = OPS_LIBRARY
     members = [NewMember(path, content) for path, content in python_files().items()]
     members.append(NewMember(name, data, executable=True))
     members.append(NewMember(f"{LIBRARY_DIR}/_build_info.json", build_info(plan.tensorflow_version, identity, step.flags)))
@@ -228,6 +230,9 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
 def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: dict, vendored: _Vendored | None) -> list[NewMember]:
     try:
         patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config), step.init_name)
+        if step.ops_library:  # before the 1.x API block, which picks sparse Adam by whether they are registered
+            patched = append(patched, ops_block(BOOTSTRAP_MODULE, {"library": step.ops_library, "label": config["label"]}),
+                             step.init_name)
         if step.api == "v1":
             patched = append(patched, api_block(BOOTSTRAP_MODULE, {"v1_sparse_adam": step.v1_sparse_adam}), step.init_name)
     except InjectionError as exc:

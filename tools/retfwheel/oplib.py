@@ -26,6 +26,7 @@ from retfwheel.runtime import debian_mirror
 
 Progress = Callable[[str], None]
 LIBRARY_DIR = "retf"
+OPS_LIBRARY = f"{LIBRARY_DIR}/_retf_ops.so"
 _SDK_PREFIX = "tensorflow/include/"
 
 

@@ -24,7 +24,7 @@ from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchEr
 from retfwheel.inspection import Inspection, require_tensorflow
 from retfwheel.lock import Lock, vendored_requirements
 from retfwheel.metadata import rewrite_headers
-from retfwheel.oplib import OpFlags
+from retfwheel.oplib import OPS_LIBRARY, OpFlags
 from retfwheel.policy import installable_platforms, load_policies, lowest_policy
 from retfwheel.recipe import Recipe, RuntimeSpec, Target
 from retfwheel.verdict import Fit, bundled_libraries
@@ -107,6 +107,7 @@ class InjectBootstrap:
     v1_sparse_adam: str = "dense"
     runtime_env: tuple[tuple[str, str], ...] = ()
     accept: tuple[tuple[str, str], ...] = ()
+    ops_library: str | None = None  # registered while `import tensorflow` runs, when the wheel ships it
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
                 recipe.v1_sparse_adam,
                 tuple(sorted((recipe.runtime_env or {}).items())),
                 tuple(sorted((recipe.accept or {}).items())),
+                OPS_LIBRARY if recipe.ops.build else None,
             )
         )
         patched = {init_name, entry_points}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from typing import Callable
 from packaging.utils import canonicalize_name
 
 from retfwheel.archive import MemberView, read_content
+from retfwheel.cluster import Task, cluster_spec, run_cluster
 from retfwheel.elf import read_elf
 from retfwheel.environment import Environment, emulated_command, prepare_environment
 from retfwheel.errors import InputFileError
@@ -31,6 +33,10 @@ extern "C" int retf_probe_format(char* out, double value) {
   return static_cast<int>(std::to_chars(out, out + 31, value).ptr - out);
 }
 """
+
+
+CLUSTER_STEPS = 5
+CLUSTER_TIMEOUT = 180.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,7 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
             checks.append(_status("TF 1.15 program unchanged", good,
                                   f"graph mode, feature columns + tf.layers + Adam: loss {losses[0]:.3f} -> {losses[1]:.3f}, "
                                   f"AUC {result.get('auc', 0):.3f}; tf.contrib explains its replacements"))
+    checks.append(_cluster_check(env, wheel, progress))
     for script in scripts:
         progress(f"running {script}")
         result = _python(env, [str(Path(script).resolve())], emulate=True)
@@ -156,6 +163,30 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     checks.append(_status("pip uninstall leaves nothing", uninstall.returncode == 0 and not left,
                           f"left: {', '.join(left[:5])}" if left else (last_line(uninstall) if uninstall.returncode else "clean")))
     return checks
+
+
+def _cluster_check(env: Environment, wheel, progress: Progress) -> Check:
+    """1 ps + 1 worker on localhost, sparse Adam over a partitioned table, the wheel's shipped settings."""
+    v1_api, ops = _has_v1_api(wheel), wheel.archive.member("retf/__init__.py") is not None
+    optimizer = "adam" if v1_api or not ops else "lazy"
+    progress(f"training on a local parameter-server cluster ({optimizer})")
+    spec = json.dumps(cluster_spec({"ps": 1, "worker": 1}))
+    python = str(env.python)
+    tasks = [
+        Task("ps", 0, tuple(emulated_command(env, [python, _probe_script("ps_server.py"), spec, "0"])), server=True),
+        Task("worker", 0, tuple(emulated_command(env, [python, _probe_script("ps_worker.py"), spec, "0", "--steps",
+                                                       str(CLUSTER_STEPS), "--rows", "20000", "--optimizer", optimizer]))),
+    ]
+    shipped = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+    run = run_cluster(tasks, CLUSTER_TIMEOUT, env=shipped)
+    report = run.of("worker")[0].json if run.ok else None
+    if report is None:
+        return Check("parameter-server training", "FAIL", run.failure() or "the worker printed no report")
+    losses = report.get("losses", [])
+    good = len(losses) == CLUSTER_STEPS and all(math.isfinite(x) for x in losses)
+    return _status("parameter-server training", good,
+                   f"1 ps + 1 worker, {len(losses)} steps of {report.get('optimizer')} on a 2-way partitioned table "
+                   f"(loss {losses[0]:.4f} -> {losses[-1]:.4f})" if losses else "no steps ran")
 
 
 def _has_v1_api(wheel) -> bool:

@@ -1,0 +1,139 @@
+"""Parameter-server clusters and Estimator jobs on the 1.x-API wheel, in the emulated old environment
+under the old runtime (slow; run in CI).
+
+Every task is its own process started through `unshare` with the old libstdc++ mounted, on localhost
+ports picked here, bounded in time and stopped by its process id (retfwheel.cluster). The ps tasks run
+the usual launcher (probes/ps_server.py: import tensorflow, start the server, join), so they only have
+the retf kernels if `import tensorflow` registers them.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from conftest import RECIPES, training_differences
+from retfwheel.cluster import Task, cluster_spec, run_cluster
+from retfwheel.environment import Environment, emulated_command, prepare_environment
+from retfwheel.fetch import cache_root
+from retfwheel.recipe import load_recipe
+
+pytestmark = pytest.mark.slow
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+PROBES = importlib.resources.files("retfwheel") / "probes"
+TIMEOUT = 300.0
+# The optimizer each way of running sparse Adam ends up with on the wheel.
+MODES = {
+    "dense": ({"RETF_SPARSE_ADAM": "dense"}, "adam", "tensorflow.python.training.adam.AdamOptimizer"),
+    "fused": ({}, "adam", "retf.train.AdamOptimizer"),  # the recipe's default
+    "lazy": ({"RETF_SPARSE_ADAM": "lazy"}, "adam", "retf.train.LazyAdamStandIn"),
+    "retf.train.LazyAdamOptimizer": ({}, "lazy", "retf.train.LazyAdamOptimizer"),
+}
+
+
+@pytest.fixture(scope="module")
+def wheel_env(v1_venv) -> Environment:
+    base = prepare_environment(load_recipe(RECIPES / "emulated-py36-tf1api.toml"), cache_root(), None, lambda m: None)
+    return Environment(v1_venv, v1_venv / "bin" / "python", base.system_runtime)
+
+
+@pytest.fixture(scope="module")
+def tf115_env(python36) -> Environment:
+    """TensorFlow 1.15.5 in the old environment itself (only read)."""
+    return prepare_environment(load_recipe(RECIPES / "emulated-py36.toml"), cache_root(), None, lambda m: None)
+
+
+def ps_training(ps_env: Environment, worker_env: Environment, *, ps: int = 2, workers: int = 2, steps: int = 20,
+                optimizer: str = "adam", worker_vars: dict | None = None, ps_vars: dict | None = None,
+                threads: int = 0):
+    spec = json.dumps(cluster_spec({"ps": ps, "worker": workers}))
+    tasks = [Task("ps", i, tuple(emulated_command(ps_env, [str(ps_env.python), str(PROBES / "ps_server.py"), spec, str(i)])),
+                  env=dict(ps_vars or {}), server=True) for i in range(ps)]
+    for index in range(workers):
+        command = [str(worker_env.python), str(PROBES / "ps_worker.py"), spec, str(index), "--steps", str(steps),
+                   "--optimizer", optimizer, "--threads", str(threads)]
+        tasks.append(Task("worker", index, tuple(emulated_command(worker_env, command)), env=dict(worker_vars or {})))
+    return run_cluster(tasks, TIMEOUT, env=_clean_environ())
+
+
+def _clean_environ() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CONFIG"))}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_two_ps_two_workers_train(wheel_env, mode):
+    env, optimizer, expected = MODES[mode]
+    run = ps_training(wheel_env, wheel_env, optimizer=optimizer, worker_vars=env)
+    assert run.ok, run.failure()
+    reports = [r.json for r in run.of("worker")]
+    assert all(r is not None and r["optimizer"] == expected for r in reports), reports
+    losses = [loss for r in reports for loss in r["losses"]]
+    # Asynchronous workers share the 20 global steps between them; StopAtStepHook may let each take one more.
+    assert 20 <= len(losses) <= 22 and all(math.isfinite(x) for x in losses), reports
+
+
+@pytest.mark.parametrize("mode, reference", [("dense", "adam"), ("fused", "adam"), ("lazy", "lazy"),
+                                             ("retf.train.LazyAdamOptimizer", "lazy")])
+def test_one_worker_trains_as_tensorflow_1_15_does(wheel_env, tf115_env, mode, reference):
+    """One worker is deterministic: its losses match TF 1.15.5's own ops (tf.contrib.opt's lazy Adam for lazy)."""
+    env, optimizer, _ = MODES[mode]
+    want = ps_training(tf115_env, tf115_env, workers=1, steps=30, optimizer=reference, threads=1)
+    got = ps_training(wheel_env, wheel_env, workers=1, steps=30, optimizer=optimizer, worker_vars=env, threads=1)
+    assert want.ok, want.failure()
+    assert got.ok, got.failure()
+    problems = training_differences(want.of("worker")[0].json["losses"], got.of("worker")[0].json["losses"])
+    assert not problems, "\n".join(problems)
+
+
+def test_lazy_and_dense_adam_differ_under_ps(wheel_env):
+    """The comparison above can tell the semantics apart: lazy Adam's losses are not dense Adam's."""
+    dense = ps_training(wheel_env, wheel_env, workers=1, steps=30, threads=1, worker_vars=MODES["dense"][0])
+    lazy = ps_training(wheel_env, wheel_env, workers=1, steps=30, threads=1, worker_vars=MODES["lazy"][0])
+    assert dense.ok and lazy.ok, dense.failure() + lazy.failure()
+    assert training_differences(dense.of("worker")[0].json["losses"], lazy.of("worker")[0].json["losses"])
+
+
+def test_ps_without_the_library_fails_the_cluster_with_a_fix(wheel_env):
+    run = ps_training(wheel_env, wheel_env, workers=1, steps=5, ps_vars={"RETF_OPS": "0"})
+    assert not run.ok
+    worker = run.of("worker")[0]
+    assert "Op type not registered 'Retf>SparseApplyAdamDenseRef'" in worker.stderr, worker.stderr[-3000:]
+    assert "Fix: run every task of the cluster" in worker.stderr, worker.stderr[-3000:]
+
+
+def test_ps_on_tensorflow_1_15_fails_the_cluster_with_a_fix(wheel_env, tf115_env):
+    """A stock TF 1.15.5 ps cannot read the graphs a 2.x worker sends; the worker's error says so."""
+    run = ps_training(tf115_env, wheel_env, ps=1, workers=1, steps=5)
+    assert not run.ok
+    worker = run.of("worker")[0]
+    assert "NodeDef missing attrs" in worker.stderr, worker.stderr[-3000:]
+    assert "retf: /job:ps/replica:0/task:0 runs another TensorFlow than this process" in worker.stderr, worker.stderr[-3000:]
+
+
+def test_retf_ops_off_falls_back_to_tensorflow_adam_everywhere(wheel_env):
+    """RETF_OPS=0 on every task: tf.train.AdamOptimizer emits TensorFlow's own ops, and the cluster trains."""
+    run = ps_training(wheel_env, wheel_env, workers=1, steps=5, ps_vars={"RETF_OPS": "0"}, worker_vars={"RETF_OPS": "0"})
+    assert run.ok, run.failure()
+    assert run.of("worker")[0].json["optimizer"] == "tensorflow.python.training.adam.AdamOptimizer"
+
+
+def test_estimator_train_and_evaluate_with_tf_config(wheel_env, tmp_path):
+    spec = cluster_spec({"ps": 2, "chief": 1, "worker": 1})
+    model_dir = tmp_path / "model"
+    roles = [("ps", 0), ("ps", 1), ("chief", 0), ("worker", 0), ("evaluator", 0)]
+    tasks = []
+    for job, index in roles:
+        config = json.dumps({"cluster": spec, "task": {"type": job, "index": index}})
+        command = emulated_command(wheel_env, [str(wheel_env.python), str(PROGRAMS / "estimator_ps.py"), str(model_dir), "300"])
+        tasks.append(Task(job, index, tuple(command), env={"TF_CONFIG": config}, server=job == "ps"))
+    run = run_cluster(tasks, TIMEOUT, env=_clean_environ())
+    assert run.ok, run.failure()
+    evaluation = run.of("evaluator")[0].json
+    assert evaluation["global_step"] >= 300 and evaluation["auc"] > 0.7, evaluation

@@ -1,0 +1,52 @@
+"""retfwheel.cluster with plain Python processes: waiting, stopping servers by pid, failures and time-outs."""
+
+import sys
+
+from retfwheel.cluster import Task, cluster_spec, free_ports, run_cluster
+
+SERVER = "import time\nprint('serving', flush=True)\nwhile True: time.sleep(1)"
+
+
+def python(code: str) -> tuple[str, ...]:
+    return (sys.executable, "-c", code)
+
+
+def test_ports_differ_and_the_spec_names_each_task():
+    ports = free_ports(5)
+    assert len(set(ports)) == 5
+    spec = cluster_spec({"ps": 2, "worker": 3})
+    hosts = spec["ps"] + spec["worker"]
+    assert len(spec["ps"]) == 2 and len(spec["worker"]) == 3 and len(set(hosts)) == 5
+    assert all(h.startswith("localhost:") for h in hosts)
+
+
+def test_servers_stop_when_the_workers_are_done():
+    run = run_cluster([Task("ps", 0, python(SERVER), server=True),
+                       Task("worker", 0, python("import json, os; print(json.dumps({'task': os.environ['ROLE']}))"),
+                            env={"ROLE": "w0"})], timeout=60)
+    assert run.ok and not run.timed_out and run.failure() == ""
+    ps, worker = run.of("ps")[0], run.of("worker")[0]
+    assert ps.stopped and "serving" in ps.stdout  # stopped by us, after it had started
+    assert worker.returncode == 0 and not worker.stopped and worker.json == {"task": "w0"}
+
+
+def test_a_failing_worker_stops_everything_at_once():
+    run = run_cluster([Task("ps", 0, python(SERVER), server=True),
+                       Task("worker", 0, python("import time; time.sleep(60)")),
+                       Task("worker", 1, python("import sys; sys.exit('no graph for you')"))], timeout=60)
+    assert not run.ok and run.seconds < 30
+    assert run.failure() == "worker:1 exited with 1: no graph for you"
+    assert run.of("worker")[0].stopped
+
+
+def test_a_cluster_that_hangs_is_stopped_at_the_deadline():
+    run = run_cluster([Task("worker", 0, python("import time; time.sleep(60)"))], timeout=1)
+    assert run.timed_out and not run.ok and run.seconds < 30
+    assert "did not finish in time" in run.failure()
+
+
+def test_a_server_that_dies_at_start_fails_the_cluster():
+    run = run_cluster([Task("ps", 0, python("import sys; sys.exit('port in use')"), server=True),
+                       Task("worker", 0, python("import time; time.sleep(60)"))], timeout=60)
+    assert not run.ok and run.seconds < 30
+    assert run.failure() == "ps:0 exited with 1: port in use"

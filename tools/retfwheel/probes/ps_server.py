@@ -1,0 +1,13 @@
+"""A parameter server started the usual way: import TensorFlow, start the server, join.
+
+Usage: python ps_server.py CLUSTER_JSON TASK_INDEX. It builds no ops: the update ops of the variables
+it holds arrive from the workers. Python 3.6+.
+"""
+import json
+import sys
+
+import tensorflow as tf
+
+cluster = tf.train.ClusterSpec(json.loads(sys.argv[1]))
+server = tf.train.Server(cluster, job_name="ps", task_index=int(sys.argv[2]))
+server.join()
