@@ -47,7 +47,7 @@ def run(package_dir, config):
     if config.get("libstdcxx"):
         _prepare_runtime(os.path.join(site, config["libstdcxx"]), tuple(config["glibcxx_needed"]), config, log)
     if config.get("deps"):
-        _prepare_dependencies(os.path.join(site, config["deps"]), config, log)
+        _prepare_dependencies(os.path.realpath(os.path.join(site, config["deps"])), config, log)
     log("bootstrap done")
 
 
@@ -169,66 +169,288 @@ def _prepare_runtime(vendored, needed, config, log):
 
 
 # --- the vendored Python dependencies ----------------------------------------------------------
+#
+# The wheel carries TensorFlow's Python dependencies in a private folder that is never put on
+# sys.path. Each distribution comes with the range of versions the build works with; one that the
+# environment has in that range is the environment's (for TensorFlow and the user alike), and only
+# the modules of distributions the environment lacks, or has outside the range, are served from the
+# private folder, by a finder first on sys.meta_path.
+
+def _canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def environment_distributions(paths, private_folder):
+    """{canonical name: (version, metadata folder)} installed on ``paths``, first on the path wins."""
+    found = {}
+    for entry in paths:
+        folder = os.path.abspath(entry or ".")
+        if folder == private_folder or folder.startswith(private_folder + os.sep):
+            continue
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".dist-info"):
+                project, _, version = name[:-len(".dist-info")].partition("-")
+            elif name.endswith(".egg-info"):
+                project, _, rest = name[:-len(".egg-info")].partition("-")
+                version = rest.split("-py", 1)[0]
+            else:
+                continue
+            if project and version:
+                found.setdefault(_canonical(project), (version, os.path.join(folder, name)))
+    return found
+
+
+class _Route(object):
+    __slots__ = ("name", "version", "range", "modules", "theirs", "private")
+
+    def __init__(self, spec, theirs):
+        self.name, self.version, self.range = spec["name"], spec["version"], spec["range"]
+        self.modules = spec["modules"]
+        self.theirs = theirs  # the environment's (version, metadata folder), or None
+        self.private = theirs is None or not satisfies(theirs[0], self.range)
+
+
+def route_dependencies(folder, distributions, paths):
+    """One route per vendored distribution: the environment's copy where it fits, else the private one."""
+    installed = environment_distributions(paths, folder)
+    return [_Route(spec, installed.get(_canonical(spec["name"]))) for spec in distributions]
+
+
+class PrivateFinder(object):
+    """Finds the modules of the privately served distributions in the private folder, and their
+    metadata for importlib.metadata (and its backport); shows them to pkg_resources when it loads."""
+
+    def __init__(self, folder, routes):
+        self.folder = folder
+        self.routes = dict((_canonical(r.name), r) for r in routes if r.private)
+        self.modules = {}
+        for route in self.routes.values():
+            for module in route.modules:
+                parent, _, _ = module.rpartition(".")
+                self.modules[module] = os.path.join(folder, *parent.split(".")) if parent else folder
+
+    def find_spec(self, fullname, path=None, target=None):
+        where = self.modules.get(fullname)
+        if where is not None:
+            import importlib.machinery
+            return importlib.machinery.PathFinder.find_spec(fullname, [where])
+        if fullname == "pkg_resources" and "pkg_resources" not in sys.modules:
+            return self._pkg_resources_spec(path)
+        return None
+
+    def find_distributions(self, context=None):
+        name = getattr(context, "name", None)
+        wanted = [self.routes[_canonical(name)]] if name and _canonical(name) in self.routes else (
+            [] if name else list(self.routes.values()))
+        if not wanted:
+            return iter(())
+        metadata = sys.modules.get(type(context).__module__)  # importlib.metadata or its backport
+        make = getattr(metadata, "PathDistribution", None)
+        if make is None:
+            return iter(())
+        return iter([make(_Path(self._dist_info(route))) for route in wanted if self._dist_info(route)])
+
+    def _dist_info(self, route):
+        for name in os.listdir(self.folder):
+            if name.endswith(".dist-info") and _canonical(name[:-len(".dist-info")].partition("-")[0]) == _canonical(route.name):
+                return os.path.join(self.folder, name)
+        return None
+
+    def _pkg_resources_spec(self, path):
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec("pkg_resources", path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenPublish(spec.loader, self)
+        return spec
+
+    def publish(self, pkg_resources):
+        """Make pkg_resources report the private distributions this process imports.
+
+        Written into the working set's tables directly: WorkingSet.add would also "activate" each
+        one, which puts the private folder on sys.path, in front of the environment.
+        """
+        working_set = pkg_resources.working_set
+        keys = working_set.entry_keys.setdefault(self.folder, [])
+        for dist in pkg_resources.find_distributions(self.folder, only=True):
+            if _canonical(dist.project_name) in self.routes:
+                working_set.by_key[dist.key] = dist
+                if dist.key not in keys:
+                    keys.append(dist.key)
+        if self.folder not in working_set.entries:
+            working_set.entries.append(self.folder)
+
+
+def _Path(folder):
+    import pathlib
+    return pathlib.Path(folder)
+
+
+class _ThenPublish(object):
+    """pkg_resources' own loader, then the private distributions added to its working set."""
+
+    def __init__(self, loader, finder):
+        self.loader, self.finder = loader, finder
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = self.loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.finder.publish(module)
+
 
 def _prepare_dependencies(folder, config, log):
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    for namespace in config.get("namespaces", ()):
-        module = sys.modules.get(namespace)
-        portion = os.path.join(folder, namespace)
-        path = getattr(module, "__path__", None)
-        if isinstance(path, list) and portion not in path:
-            path.insert(0, portion)  # a -nspkg.pth namespace made at start-up: our portion wins
-            log("namespace %s: vendored portion first" % namespace)
-    log("vendored packages first on sys.path: %s" % folder)
-    conflicts = []
-    accept = config.get("accept", {})
-    for name, version in sorted(config.get("modules", {}).items()):
-        module = sys.modules.get(name)
-        origin = getattr(module, "__file__", None) if module is not None else None
-        if origin and not os.path.abspath(origin).startswith(folder + os.sep):
-            theirs = getattr(module, "__version__", "unknown version")
-            if name in accept and satisfies(theirs, accept[name]):
-                log("%s %s already imported from %s: accepted (%s)" % (name, theirs, os.path.dirname(origin), accept[name]))
-                continue
-            conflicts.append((name, version, theirs, origin))
+    routes = route_dependencies(folder, config.get("distributions", ()), sys.path)
+    for route in routes:
+        log("%s: %s" % (route.name, _describe(route)))
+    finder = PrivateFinder(folder, routes)
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, type(finder)) and
+                        type(f).__name__ != "PrivateFinder"]
+    sys.meta_path.insert(0, finder)
+    if "pkg_resources" in sys.modules:
+        finder.publish(sys.modules["pkg_resources"])
+    conflicts = [_conflict(route, module) for route in routes if route.private
+                 for module in route.modules if _imported_elsewhere(module, folder)]
     if not conflicts:
         return
-    lines = ["%s %s was already imported from %s, but %s needs its own %s %s"
-             % (name, theirs, os.path.dirname(origin), config["label"], name, ours)
-             for name, ours, theirs, origin in conflicts]
-    names = ", ".join(c[0] for c in conflicts)
-    fix = "Fix: import tensorflow before %s (make `import tensorflow` the first import)." % names
+    names = ", ".join(sorted(set(c[0] for c in conflicts)))
     if config.get("conflicts", "error") == "warn":
         import warnings
-        warnings.warn("; ".join(lines) + ". Mixing them may crash. " + fix, RuntimeWarning, stacklevel=4)
+        warnings.warn(" ".join(c[1] for c in conflicts) + " Mixing them may crash.", RuntimeWarning, stacklevel=4)
         log("conflicts (warned): %s" % names)
         return
-    raise ImportError("\n".join(lines) + "\n" + fix)
+    raise ImportError("\n".join(c[1] for c in conflicts) + "\nFix: import tensorflow before %s, or install a version "
+                      "in the range into the environment (pip install %s)."
+                      % (names, " ".join("'%s%s'" % (c[2].name, c[2].range) for c in conflicts)))
 
 
-def _release(text):
-    parts = []
-    for piece in text.split("."):
-        digits = re.match(r"\d+", piece)
-        if not digits:
-            break
-        parts.append(int(digits.group()))
-    return tuple(parts)
+def _describe(route):
+    theirs = "%s %s" % (route.name, route.theirs[0]) if route.theirs else "none installed"
+    if not route.private:
+        return "the environment's %s serves (needs %s)" % (route.theirs[0], route.range)
+    return "private %s (needs %s; environment: %s)" % (route.version, route.range, theirs)
+
+
+def _imported_elsewhere(module, folder):
+    loaded = sys.modules.get(module)
+    origin = getattr(loaded, "__file__", None) if loaded is not None else None
+    if loaded is None:
+        return False
+    if origin is None:  # a namespace package: judged by its portions
+        return False
+    return not os.path.abspath(origin).startswith(folder + os.sep)
+
+
+def _conflict(route, module):
+    loaded = sys.modules[module]
+    theirs = route.theirs[0] if route.theirs else getattr(loaded, "__version__", "an unknown version")
+    message = ("%s %s was already imported from %s, but this TensorFlow needs %s %s (it ships %s %s)."
+               % (module, theirs, os.path.dirname(loaded.__file__), route.name, route.range, route.name, route.version))
+    return module, message, route
+
+
+_VERSION = re.compile(
+    r"^\s*v?(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)"
+    r"(?:[-_.]?(?P<pre_l>alpha|a|beta|b|preview|pre|c|rc)[-_.]?(?P<pre_n>[0-9]+)?)?"
+    r"(?:-(?P<post_n1>[0-9]+)|[-_.]?(?P<post_l>post|rev|r)[-_.]?(?P<post_n2>[0-9]+)?)?"
+    r"(?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>[0-9]+)?)?"
+    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$", re.IGNORECASE)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+
+
+class Version(object):
+    """A PEP 440 version, compared as `packaging.version.Version` compares (no third-party code here)."""
+
+    def __init__(self, text):
+        match = _VERSION.match(text)
+        if not match:
+            raise ValueError("not a PEP 440 version: %r" % text)
+        self.text = text.strip()
+        self.epoch = int(match.group("epoch") or 0)
+        self.release = tuple(int(p) for p in match.group("release").split("."))
+        pre_l = match.group("pre_l")
+        self.pre = (_PRE_RANK[pre_l.lower()], int(match.group("pre_n") or 0)) if pre_l else None
+        post = match.group("post_n1") or match.group("post_n2")
+        self.post = int(post or 0) if (match.group("post_n1") or match.group("post_l")) else None
+        self.dev = int(match.group("dev_n") or 0) if match.group("dev_l") else None
+        local = match.group("local")
+        self.local = tuple((int(p), "") if p.isdigit() else (-1, p.lower()) for p in re.split(r"[-_.]", local)) if local else None
+        release = self.release
+        while len(release) > 1 and release[-1] == 0:
+            release = release[:-1]
+        pre = self.pre if self.pre is not None else ((-1, 0) if self.post is None and self.dev is not None else (3, 0))
+        self.public_key = (self.epoch, release, pre, -1 if self.post is None else self.post,
+                           float("inf") if self.dev is None else self.dev)
+        self.key = self.public_key + (((-2, ""),) if self.local is None else self.local,)
+
+    @property
+    def is_prerelease(self):
+        return self.pre is not None or self.dev is not None
+
+
+_CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s]+)\s*$")
 
 
 def satisfies(version, specifier):
-    """Whether ``version`` meets a comma-separated specifier of >=, >, <=, <, == clauses."""
-    have = _release(version)
-    if not have:
+    """Whether the installed ``version`` lies in the comma-separated PEP 440 ``specifier``, as
+    packaging decides for an installed version (pre-releases included); False when it is not PEP 440."""
+    try:
+        have = Version(version)
+    except ValueError:
         return False
-    tests = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
-             "<": lambda a, b: a < b, "==": lambda a, b: a == b}
     for clause in specifier.split(","):
-        match = re.match(r"\s*(>=|<=|==|>|<)\s*([0-9.]+)\s*$", clause)
-        if not match or not tests[match.group(1)](have, _release(match.group(2))):
+        if not clause.strip():
+            continue
+        match = _CLAUSE.match(clause)
+        if not match or not _holds(have, *match.groups()):
             return False
     return True
+
+
+def _holds(have, operator, text):
+    if operator == "===":
+        return text.lower() == have.text.lower()
+    if operator in ("==", "!=") and text.endswith(".*"):
+        want = Version(text[:-2])
+        prefix = have.release[:len(want.release)] + (0,) * max(0, len(want.release) - len(have.release))
+        equal = have.epoch == want.epoch and prefix == want.release
+        return equal if operator == "==" else not equal
+    want = Version(text)
+    mine = have.key if want.local is not None else have.public_key
+    theirs = want.key if want.local is not None else want.public_key
+    if operator == "==":
+        return mine == theirs
+    if operator == "!=":
+        return mine != theirs
+    if operator == ">=":
+        return have.public_key >= want.public_key
+    if operator == "<=":
+        return have.public_key <= want.public_key
+    if operator == "~=":
+        prefix = ".".join(str(p) for p in want.release[:-1]) + ".*"
+        return _holds(have, ">=", text) and _holds(have, "==", prefix)
+    if operator == "<":  # not a pre-release of the bound itself, unless the bound is one
+        if not have.key < want.key:
+            return False
+        return want.is_prerelease or not have.is_prerelease or _base(have) != _base(want)
+    if operator == ">":  # not a post-release or local version of the bound itself, unless the bound is one
+        if not have.key > want.key:
+            return False
+        if want.post is None and have.post is not None and have.public_key[:3] == want.public_key[:3]:
+            return False
+        return have.local is None or have.public_key != want.public_key
+    return False
+
+
+def _base(version):
+    return version.public_key[:2]
 
 
 # --- the retf op library ----------------------------------------------------------------------

@@ -182,6 +182,7 @@ def kept_environment(recipe, real_wheel, folder):
     verified = run_cli("verify", wheel, "--recipe", recipe, "--keep-env", folder / "env")
     assert verified.returncode == 0, verified.stdout + verified.stderr[-2000:]
     assert "pass  TF 1.15 program unchanged" in verified.stdout
+    (folder / "verify.txt").write_text(verified.stdout)
     return folder / "env" / "venv"
 
 

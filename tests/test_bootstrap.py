@@ -18,7 +18,7 @@ SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 def install(tmp_path):
     """Make a site folder holding a bootstrapped 'tensorflow' package; returns a runner."""
 
-    def make(**config):
+    def make(env_version="1.0", **config):
         site = tmp_path / "site"
         (site / "tensorflow").mkdir(parents=True)
         settings = {"label": "tensorflow 9.9+retf.test", "conflicts": "error", **config}
@@ -30,17 +30,24 @@ def install(tmp_path):
             (site / "tensorflow.libs").mkdir()
             shutil.copy(SYSTEM_RUNTIME.resolve(), site / "tensorflow.libs" / "libstdc++.so.6")
         deps = site / "tensorflow.deps"
-        (deps / "fakemod").mkdir(parents=True)
-        (deps / "fakemod" / "__init__.py").write_text("__version__ = '2.0'\n")
-        (deps / "google" / "fakeproto").mkdir(parents=True)
-        (deps / "google" / "fakeproto" / "__init__.py").write_text("ORIGIN = 'vendored'\n")
+        distribution(deps, "fakemod", "2.0", {"fakemod/__init__.py": "__version__ = '2.0'\n"})
+        distribution(deps, "fakeproto", "1.0", {"google/fakeproto/__init__.py": "ORIGIN = 'vendored'\n"})
         env = tmp_path / "env"
-        (env / "fakemod").mkdir(parents=True, exist_ok=True)
-        (env / "fakemod" / "__init__.py").write_text("__version__ = '1.0'\n")
-        (env / "google").mkdir(exist_ok=True)
+        distribution(env, "fakemod", env_version, {"fakemod/__init__.py": f"__version__ = {env_version!r}\n"})
+        distribution(env, "otherproto", "1.0", {"google/otherproto/__init__.py": "ORIGIN = 'environment'\n"})
         return site, env
 
     return make
+
+
+def distribution(folder: Path, name: str, version: str, files: dict) -> None:
+    """An installed distribution: its files and a dist-info folder."""
+    for path, text in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text)
+    info = folder / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
 
 
 def run(python36, site, env, code, **environ):
@@ -51,7 +58,9 @@ def run(python36, site, env, code, **environ):
 
 
 MAPS = "import json; print(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libstdc++' in l})))"
-DEPS = {"deps": "tensorflow.deps", "modules": {"fakemod": "2.0"}, "namespaces": ["google"]}
+DEPS = {"deps": "tensorflow.deps", "distributions": [
+    {"name": "fakemod", "version": "2.0", "range": ">=2.0,<3", "modules": ["fakemod"]},
+    {"name": "fakeproto", "version": "1.0", "range": "", "modules": ["google.fakeproto"]}]}
 
 
 def test_no_preload_when_the_system_runtime_suffices(python36, install):
@@ -76,19 +85,57 @@ def test_older_runtime_already_loaded_is_an_actionable_import_error(python36, in
     assert f"LD_PRELOAD={site}/tensorflow.libs/libstdc++.so.6 python" in result.stderr
 
 
-def test_vendored_folder_comes_first(python36, install):
-    site, env = install(**DEPS)
-    result = run(python36, site, env, "import tensorflow, fakemod, google.fakeproto as p; print(fakemod.__version__, p.ORIGIN)")
+WHERE = "import json, sys; print(json.dumps({m: sys.modules[m].__file__ for m in sys.argv[1:]}))"
+
+
+def test_a_distribution_the_environment_lacks_or_has_out_of_range_is_served_privately(python36, install):
+    site, env = install(**DEPS)  # the environment's fakemod 1.0 is outside >=2.0,<3; it has no fakeproto
+    result = run(python36, site, env, "import tensorflow, fakemod, google.fakeproto, google.otherproto\n" + WHERE)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["2.0", "vendored"]
+    assert "fakemod 1.0" not in result.stderr
+    code = ("import tensorflow, fakemod, google.fakeproto, google.otherproto; "
+            "print(fakemod.__version__, google.fakeproto.ORIGIN, google.otherproto.ORIGIN)")
+    assert run(python36, site, env, code).stdout.split() == ["2.0", "vendored", "environment"]
+
+
+def test_the_environments_copy_in_range_serves_tensorflow_and_the_user(python36, install):
+    site, env = install(env_version="2.5", **DEPS)
+    code = "import tensorflow, fakemod; print(fakemod.__version__, fakemod.__file__)"
+    result = run(python36, site, env, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2.5", str(env / "fakemod" / "__init__.py")]
+    # and imported before tensorflow, it is accepted as it is
+    assert run(python36, site, env, "import fakemod, tensorflow; print(fakemod.__version__)").stdout.split() == ["2.5"]
+
+
+def test_equal_versions_are_equal_as_pep_440_says(python36, install):
+    deps = {**DEPS, "distributions": [{"name": "fakemod", "version": "2025.4.26", "range": "==2025.4.26",
+                                       "modules": ["fakemod"]}]}
+    site, env = install(env_version="2025.04.26", **deps)
+    result = run(python36, site, env, "import fakemod, tensorflow; print(fakemod.__version__)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2025.04.26"]
+
+
+def test_pkg_resources_answers_with_what_is_imported(python36, install):
+    site, env = install(**DEPS)
+    code = ("import pkg_resources, tensorflow, pkg_resources as p, sys; print(p.get_distribution('fakemod').version, "
+            "p.get_distribution('otherproto').version, any('tensorflow.deps' in entry for entry in sys.path))")
+    before = run(python36, site, env, code)
+    assert before.returncode == 0, before.stderr
+    after = run(python36, site, env, code.replace("import pkg_resources, tensorflow,", "import tensorflow,"))
+    assert after.returncode == 0, after.stderr
+    assert before.stdout.split() == after.stdout.split() == ["2.0", "1.0", "False"]
 
 
 def test_conflicting_module_already_imported_is_an_error(python36, install):
     site, env = install(**DEPS)
     result = run(python36, site, env, "import fakemod; import tensorflow")
     assert result.returncode != 0 and "ImportError" in result.stderr
-    assert f"fakemod 1.0 was already imported from {env}/fakemod" in result.stderr
-    assert "needs its own fakemod 2.0" in result.stderr and "import tensorflow before fakemod" in result.stderr
+    assert (f"fakemod 1.0 was already imported from {env}/fakemod, but this TensorFlow needs fakemod >=2.0,<3 "
+            "(it ships fakemod 2.0)") in result.stderr
+    assert "Fix: import tensorflow before fakemod, or install a version in the range" in result.stderr
+    assert "pip install 'fakemod>=2.0,<3'" in result.stderr
 
 
 def test_conflict_policy_warn_continues(python36, install):
@@ -96,15 +143,6 @@ def test_conflict_policy_warn_continues(python36, install):
     result = run(python36, site, env, "import fakemod; import tensorflow; print(fakemod.__version__)")
     assert result.returncode == 0, result.stderr
     assert "RuntimeWarning" in result.stderr and result.stdout.split() == ["1.0"]
-
-
-def test_namespace_made_at_startup_gets_the_vendored_portion_first(python36, install):
-    site, env = install(**DEPS)
-    code = ("import sys, types; g = types.ModuleType('google'); g.__path__ = [%r]; sys.modules['google'] = g; "
-            "import tensorflow, google.fakeproto as p; print(p.ORIGIN, g.__path__[0])" % str(env / "google"))
-    result = run(python36, site, env, code)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["vendored", str(site / "tensorflow.deps" / "google")]
 
 
 def test_switch_off_does_nothing(python36, install):
@@ -118,7 +156,7 @@ def test_debug_logs_each_decision_with_its_time(python36, install):
     site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 99], **DEPS)
     result = run(python36, site, env, "import tensorflow", RETF_BOOTSTRAP_DEBUG="1")
     lines = [l for l in result.stderr.splitlines() if l.startswith("retf-bootstrap [")]
-    assert any("preloaded" in l for l in lines) and any("first on sys.path" in l for l in lines)
+    assert any("preloaded" in l for l in lines) and any("fakemod: private 2.0 (needs >=2.0,<3" in l for l in lines)
     assert all(" ms] " in l for l in lines) and lines[-1].endswith("bootstrap done")
 
 

@@ -49,7 +49,8 @@ def test_verify_in_the_emulated_tf115_environment(verified):
     assert code == 0, json.dumps(report, indent=1)
     for name in ("pip install --no-index", "other distributions unchanged", "pip check", "old runtime is emulated",
                  "import tensorflow", "vendored libstdc++ mapped", "tf.compat.v1 training step",
-                 "GLIBCXX_3.4.29 extension after import", "op library sparse update", "pip uninstall leaves nothing"):
+                 "GLIBCXX_3.4.29 extension after import", "op library sparse update", "parameter-server training",
+                 "imported before tensorflow", "imported after tensorflow", "pip uninstall leaves nothing"):
         assert checks[name]["status"] == "pass", checks[name]
     assert "GLIBCXX_3.4.29' not found" in checks["old runtime is emulated"]["detail"]
 

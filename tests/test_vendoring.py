@@ -9,6 +9,7 @@ import pytest
 from factory import make_wheel, tensorflow_files
 from retfwheel.build import build_wheel
 from retfwheel.errors import AuditError, FetchError, RecipeError
+from retfwheel.injection import injected_config
 from retfwheel.lock import Lock, LockedPackage, format_lock, read_lock, requirements_digest, vendored_requirements
 from retfwheel.record import file_sha256
 from retfwheel.recipe import load_recipe
@@ -91,8 +92,11 @@ def test_dependencies_are_vendored_privately(vendoring, tmp_path):
             "tensorflow.deps/numpy-1.19.5.dist-info/METADATA", "tensorflow.deps/numpy-1.19.5.dist-info/RECORD"} <= names
     assert not any(n.endswith(".pth") or "/scripts/" in n for n in names)
     assert b"Requires-Dist: numpy" not in wheel.metadata and b"Requires-Dist: six (~=1.15.0)" in wheel.metadata
-    init = zipfile.ZipFile(out).read("tensorflow/__init__.py").decode()
-    assert '"deps": "tensorflow.deps"' in init and '"numpy": "1.19.5"' in init
+    config = injected_config(zipfile.ZipFile(out).read("tensorflow/__init__.py"))
+    assert config["deps"] == "tensorflow.deps"
+    # the input asks numpy~=1.19.2, which retfwheel's sharing table takes as >=1.16,<1.20
+    assert config["distributions"] == [{"name": "numpy", "version": "1.19.5", "range": "<1.20,>=1.16",
+                                        "modules": ["numpy", "numpy_extra"]}]
     assert "tensorflow/_retf_bootstrap.py" in names
 
 

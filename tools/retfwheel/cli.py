@@ -14,10 +14,10 @@ import click
 from retfwheel import __version__
 from retfwheel.build import BuildResult, build_wheel, lock_wheel
 from retfwheel.elf import FAMILIES, format_version
-from retfwheel.environment import Environment, emulated_command, prepare_environment
+from retfwheel.environment import Environment, emulated_command, installed_versions, prepare_environment
 from retfwheel.errors import InputFileError, RetfError, VerificationFailed
 from retfwheel.fetch import cache_root, fetch_default_input
-from retfwheel.inspection import Inspection, inspect_wheel, inspection_json
+from retfwheel.inspection import Inspection, correction_reason, environment_sharing, inspect_wheel, inspection_json
 from retfwheel.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
 from retfwheel.recipe import load_recipe
 from retfwheel.verify import verify_wheel
@@ -87,10 +87,11 @@ def inspect(wheel: Path, recipe_path: Path | None, as_json: bool) -> None:
     """Show what WHEEL needs from the machine it will run on."""
     recipe = load_recipe(recipe_path) if recipe_path else None
     inspection = inspect_wheel(wheel, recipe)
+    environment = installed_versions(recipe, cache_root(None)) if recipe and inspection.private_dependencies else None
     if as_json:
-        click.echo(json.dumps(inspection_json(inspection), indent=2))
+        click.echo(json.dumps(inspection_json(inspection, environment), indent=2))
     else:
-        _show_inspection(inspection)
+        _show_inspection(inspection, environment, recipe.name if recipe else None)
 
 
 @cli.command()
@@ -248,7 +249,7 @@ def _build_json(result: BuildResult) -> dict:
     }
 
 
-def _show_inspection(ins: Inspection) -> None:
+def _show_inspection(ins: Inspection, environment: dict[str, str] | None, recipe: str | None) -> None:
     w = ins.wheel
     newest = {}
     for family in FAMILIES:
@@ -269,6 +270,22 @@ def _show_inspection(ins: Inspection) -> None:
     ]
     for key, value in rows:
         click.echo(f"{key + ':':<16} {value}")
+    if ins.private_dependencies:
+        click.echo(f"\nprivate dependencies ({len(ins.private_dependencies)}; each served only where the environment "
+                   "lacks it or has it outside the range):")
+        sharing = {s["name"]: s for s in environment_sharing(ins, environment)} if environment is not None else {}
+        for dep in ins.private_dependencies:
+            why = correction_reason(dep["name"], dep["range"])
+            shared = sharing.get(dep["name"])
+            where = ""
+            if shared is not None:
+                where = (f"  {recipe}: its {shared['environment']} serves" if shared["serves"] else
+                         f"  {recipe}: private ({'has ' + shared['environment'] if shared['environment'] else 'none installed'}"
+                         f"{'; after import tensorflow, `import ' + ', '.join(dep['modules']) + '` gives the private copy' if shared['environment'] else ''})")
+            click.echo(f"  {dep['name']:<24} {dep['version']:<12} range {dep['range'] or 'any'}{where}"
+                       f"{'  (' + why + ')' if why else ''}")
+        if environment is None and recipe:
+            click.echo(f"  ({recipe}'s environment is not made yet; `retfwheel verify` makes it, then this shows what it serves)")
     verdicts = {v.path: v for v in ins.verdicts or ()}
     click.echo(f"\nELF files ({len(ins.elves)}):")
     for elf in ins.elves:

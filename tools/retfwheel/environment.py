@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.errors import EmulationError, FetchError, RecipeError
+from packaging.utils import canonicalize_name
+
+from retfwheel.errors import EmulationError, FetchError, InputFileError, RecipeError
 from retfwheel.interpreter import VENV_TOOLS, find_python, pip_venv
 from retfwheel.process import last_line
 from retfwheel.recipe import Recipe
@@ -45,8 +47,7 @@ def prepare_environment(recipe: Recipe, cache: Path, explicit_python: Path | Non
         raise RecipeError([f"{recipe.path}: has no [environment] section to verify in"],
                           hint="add [environment] packages = [...] (see recipes/emulated-py36.toml)")
     interpreter = find_python(recipe.target.python, explicit_python)
-    key = hashlib.sha256(json.dumps([str(interpreter), list(spec.packages), list(VENV_TOOLS)]).encode()).hexdigest()[:16]
-    folder = cache / "environments" / f"{recipe.name}-{key}"
+    folder = _environment_folder(recipe, cache, interpreter)
     runtime = None
     if spec.system_libstdcxx is not None:
         runtime = folder.parent / f"{recipe.name}-libstdc++-{spec.system_libstdcxx.sha256[:16]}.so.6"
@@ -70,6 +71,31 @@ def prepare_environment(recipe: Recipe, cache: Path, explicit_python: Path | Non
                 raise FetchError(f"installing {', '.join(spec.packages)} into the environment failed: {last_line(result)}")
         (folder / ".retfwheel-environment").write_text(json.dumps(list(spec.packages)))
     return Environment(folder, python, runtime)
+
+
+def _environment_folder(recipe: Recipe, cache: Path, interpreter: Path) -> Path:
+    spec = recipe.environment
+    assert spec is not None
+    key = hashlib.sha256(json.dumps([str(interpreter), list(spec.packages), list(VENV_TOOLS)]).encode()).hexdigest()[:16]
+    return cache / "environments" / f"{recipe.name}-{key}"
+
+
+def installed_versions(recipe: Recipe, cache: Path) -> dict[str, str] | None:
+    """{canonical name: version} of the recipe's environment if it has been made (None if not): read, never made."""
+    if recipe.environment is None:
+        return None
+    try:
+        folder = _environment_folder(recipe, cache, find_python(recipe.target.python, None))
+    except InputFileError:
+        return None
+    if not (folder / ".retfwheel-environment").exists():
+        return None
+    versions: dict[str, str] = {}
+    for info in sorted(folder.glob("lib/python*/site-packages/*.dist-info")) + sorted(folder.glob("lib/python*/site-packages/*.egg-info")):
+        stem = info.name.rsplit(".", 1)[0]
+        name, _, version = stem.partition("-")
+        versions.setdefault(str(canonicalize_name(name)), version.split("-py", 1)[0])
+    return versions
 
 
 def system_runtime_path() -> Path:

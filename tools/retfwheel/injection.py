@@ -130,3 +130,21 @@ def _insertion_line(tree: ast.Module, lines: list[str]) -> int:
     first = body[0]
     decorators = getattr(first, "decorator_list", [])
     return min([first.lineno] + [d.lineno for d in decorators]) - 1
+
+
+def injected_config(source: bytes, begin: str = BEGIN, call: str = "_run") -> dict | None:
+    """The settings literal a block passes to the bootstrap (the bootstrap block's by default), or None."""
+    text = source.decode("utf-8", "replace")
+    if begin not in text:
+        return None
+    block = text[text.index(begin):]
+    end = block.find("# --- retfwheel", len(begin))
+    try:
+        tree = ast.parse(block[:end] if end > 0 else block)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == call and len(node.args) == 2:
+            value = ast.literal_eval(node.args[1])
+            return value if isinstance(value, dict) else None
+    return None

@@ -7,12 +7,17 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
 from retfwheel.archive import read_content
 from retfwheel.elf import ElfInfo
 from retfwheel.errors import TargetMismatchError
+from retfwheel.injection import injected_config
 from retfwheel.policy import Policy, lowest_policy
 from retfwheel.recipe import Recipe
 from retfwheel.scan import is_framework_library, scan_wheel
+from retfwheel.sharing import CORRECTIONS
 from retfwheel.verdict import Verdict, bundled_libraries, judge_elf
 from retfwheel.wheel import WheelInfo, read_wheel
 
@@ -30,6 +35,12 @@ class Inspection:
     verdicts: tuple[Verdict, ...] | None  # per ELF, against the recipe's target
     processed: dict | None  # provenance of an earlier retfwheel run, if any
     package_init: bytes | None = None  # tensorflow/__init__.py, which a build patches
+
+    @property
+    def private_dependencies(self) -> tuple[dict, ...]:
+        """A produced wheel's vendored distributions as its bootstrap routes them (name, version, range, modules)."""
+        config = injected_config(self.package_init) if self.package_init else None
+        return tuple((config or {}).get("distributions", ()))
 
 
 def inspect_wheel(path: Path, recipe: Recipe | None = None, *, verify: bool = False) -> Inspection:
@@ -97,8 +108,27 @@ def _provenance(wheel: WheelInfo) -> dict | None:
     return value if isinstance(value, dict) else {"unreadable": True}
 
 
-def inspection_json(inspection: Inspection) -> dict:
-    """The machine-readable form of an Inspection (``--json``)."""
+def correction_reason(name: str, range_: str) -> str | None:
+    """Why retfwheel's sharing table set this range, if it did."""
+    wanted = SpecifierSet(range_)
+    for correction in CORRECTIONS:
+        if canonicalize_name(name) == correction.name and SpecifierSet(correction.range) & wanted == wanted:
+            return f"the input's {correction.pinned} taken as {correction.range}: {correction.reason}"
+    return None
+
+
+def environment_sharing(inspection: Inspection, environment: dict[str, str]) -> list[dict]:
+    """Per private dependency: the environment's version (or None) and whether it serves (is in range)."""
+    result = []
+    for dep in inspection.private_dependencies:
+        theirs = environment.get(str(canonicalize_name(dep["name"])))
+        serves = theirs is not None and SpecifierSet(dep["range"]).contains(theirs, installed=True)
+        result.append({"name": dep["name"], "environment": theirs, "serves": serves})
+    return result
+
+
+def inspection_json(inspection: Inspection, environment: dict[str, str] | None = None) -> dict:
+    """The machine-readable form of an Inspection (``--json``); ``environment``: a recipe's installed versions."""
     wheel = inspection.wheel
     verdicts = {v.path: v for v in inspection.verdicts or ()}
     return {
@@ -117,6 +147,11 @@ def inspection_json(inspection: Inspection) -> dict:
         "cxx11_abi": inspection.cxx11_abi,
         "manylinux": [inspection.policy.name, *inspection.policy.aliases] if inspection.policy else None,
         "processed_by_retfwheel": inspection.processed,
+        "private_dependencies": [
+            dict(d, correction=correction_reason(d["name"], d["range"]), **({"environment": s["environment"], "serves": s["serves"]}
+                                                                            if environment is not None else {}))
+            for d, s in zip(inspection.private_dependencies,
+                            environment_sharing(inspection, environment or {}))],
         "elf": [
             {
                 "path": e.path,

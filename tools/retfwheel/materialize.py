@@ -36,6 +36,7 @@ from retfwheel.recipe import Recipe
 from retfwheel.record import file_sha256
 from retfwheel.runtime import obtain_runtime
 from retfwheel.scan import verified_elves
+from retfwheel.sharing import NOT_SERVED, Dependency, Share, importable_names, sharing_table
 from retfwheel.wheel import read_wheel
 
 Progress = Callable[[str], None]
@@ -52,12 +53,11 @@ class Materialized:
 
 @dataclass(frozen=True)
 class _Vendored:
-    members: list
-    elves: list
-    modules: dict[str, str]  # import name -> version of the distribution providing it
-    namespaces: list[str]
+    members: tuple[CopyMember | NewMember, ...]
+    elves: tuple[ElfInfo, ...]
+    shares: tuple[Share, ...]  # how each vendored distribution is served
     entry_points: dict[str, str]  # console script -> "module:attr" across vendored distributions
-    notes: list[str]
+    notes: tuple[str, ...]
 
 
 def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, target_python: Path | None,
@@ -78,7 +78,7 @@ def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, 
             provided = runtime.newest_provided("GLIBCXX")
             notes.append(f"vendored libstdc++.so.6 (GLIBCXX_{'.'.join(map(str, provided or ()))}) from {origin} as {step.dest}: {step.reason}")
         elif isinstance(step, VendorDependencies):
-            vendored = _vendor_dependencies(step, recipe, cache, target_python, progress)
+            vendored = _vendor_dependencies(step, plan, recipe, cache, target_python, progress)
             members += vendored.members
             elves += vendored.elves
             notes += vendored.notes
@@ -113,18 +113,25 @@ def _build_ops(plan: BuildPlan, step: BuildOps, archive: Archive, cache: Path, p
                          f"_GLIBCXX_USE_CXX11_ABI={step.flags.cxx11_abi}, EIGEN_MAX_ALIGN_BYTES={step.flags.eigen_align}"
 
 
-def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, target_python: Path | None, progress: Progress) -> _Vendored:
+def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Recipe, cache: Path,
+                         target_python: Path | None, progress: Progress) -> _Vendored:
     wheels = fetch_locked(step.lock, recipe, cache, target_python, progress)
-    result = _Vendored([], [], {}, [], {}, [])
+    members: list[CopyMember | NewMember] = []
+    elves: list[ElfInfo] = []
+    dependencies: list[Dependency] = []
+    entry_points: dict[str, str] = {}
     dropped: list[str] = []
+    skipped: list[str] = []
     seen: dict[str, str] = {}
-    files: list[tuple[str, str]] = []
     progress(f"verifying {len(wheels)} vendored wheels")
     for path in wheels:
         wheel = read_wheel(path)
+        if str(wheel.name) in NOT_SERVED:
+            skipped.append(f"{wheel.metadata_name} ({NOT_SERVED[wheel.name]})")
+            continue
         scan_elves = verified_elves(wheel, file_sha256(wheel.path), cache)
-        version = str(wheel.version)
         renamed: dict[str, str] = {}
+        files: list[tuple[str, str]] = []
         for member in wheel.archive.members:
             name = _vendored_name(member.name, wheel.dist_info, wheel.data_dir)
             if name is None:
@@ -136,25 +143,29 @@ def _vendor_dependencies(step: VendorDependencies, recipe: Recipe, cache: Path, 
             seen[dest] = path.name
             renamed[member.name] = dest
             if member.name == wheel.record_path or member.name not in wheel.record:
-                result.members.append(NewMember(dest, read_content(wheel.archive, member), member.executable))
+                members.append(NewMember(dest, read_content(wheel.archive, member), member.executable))
             else:
-                result.members.append(CopyMember(dest, member, wheel.record[member.name].hash, wheel.archive))
+                members.append(CopyMember(dest, member, wheel.record[member.name].hash, wheel.archive))
             if not name.startswith(wheel.dist_info + "/"):
-                files.append((name, version))
-        for elf in scan_elves:
-            if elf.path in renamed:
-                result.elves.append(_renamed(elf, renamed[elf.path]))
-        entry_points = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
-        if entry_points is not None:
-            result.entry_points.update(_console_scripts(read_content(wheel.archive, entry_points)))
-    modules, namespaces = importable_names(files)
-    result.modules.update(modules)
-    result.namespaces.extend(namespaces)
-    result.notes.append(f"vendored {len(wheels)} locked distributions into {step.dest}/ (lock {step.lock.path.name})")
+                files.append((name, str(wheel.version)))
+        elves += [_renamed(elf, renamed[elf.path]) for elf in scan_elves if elf.path in renamed]
+        entry = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
+        if entry is not None:
+            entry_points.update(_console_scripts(read_content(wheel.archive, entry)))
+        modules, namespaces = importable_names(files)
+        dependencies.append(Dependency(wheel.metadata_name, str(wheel.version), wheel.requires_dist,
+                                       tuple(sorted(m for m in modules if m not in namespaces))))
+    shares = sharing_table(plan.input_name, plan.input_requires, dependencies, recipe.target)
+    notes = [f"vendored {len(dependencies)} locked distributions into {step.dest}/ (lock {step.lock.path.name}), "
+             f"each served only where the environment lacks it or has it outside the range the input works with"]
+    notes += [f"range of {s.name}: the input's {s.correction.pinned} taken as {s.correction.range} ({s.correction.reason})"
+              for s in shares if s.correction]
+    if skipped:
+        notes.append(f"not vendored, left to the environment: {'; '.join(skipped)}")
     if dropped:
-        result.notes.append(f"left out {len(dropped)} files pip would put outside site-packages or .pth files "
-                            f"({', '.join(sorted(dropped)[:3])}{', ...' if len(dropped) > 3 else ''})")
-    return result
+        notes.append(f"left out {len(dropped)} files pip would put outside site-packages or .pth files "
+                     f"({', '.join(sorted(dropped)[:3])}{', ...' if len(dropped) > 3 else ''})")
+    return _Vendored(tuple(members), tuple(elves), shares, entry_points, tuple(notes))
 
 
 def _vendored_name(name: str, dist_info: str, data_dir: str) -> str | None:
@@ -166,33 +177,6 @@ def _vendored_name(name: str, dist_info: str, data_dir: str) -> str | None:
     if "/" not in name and name.endswith(".pth"):
         return None  # .pth files are not processed outside site-packages; namespaces are the bootstrap's job
     return name
-
-
-_MODULE_FILE = re.compile(r"(\.cpython-[^./]+)?\.(py|so)$")
-
-
-def importable_names(files: list[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
-    """Top-level modules (and portions of namespace packages) among vendored ``(path, version)`` files.
-
-    A folder without __init__.py is a namespace (like google/): its sub-packages are named instead.
-    """
-    packages = {path.split("/", 1)[0] for path, _ in files if path.count("/") == 1 and path.endswith("/__init__.py")}
-    modules: dict[str, str] = {}
-    namespaces: set[str] = set()
-    for path, version in files:
-        top, _, rest = path.partition("/")
-        if not rest:
-            module = _MODULE_FILE.sub("", top)
-            if module != top and module.isidentifier():
-                modules.setdefault(module, version)
-        elif top in packages:
-            modules.setdefault(top, version)
-        elif top.isidentifier() and not top.endswith(("dist-info", "data")):
-            namespaces.add(top)
-            second = _MODULE_FILE.sub("", rest.partition("/")[0])
-            if second.isidentifier():
-                modules.setdefault(f"{top}.{second}", version)
-    return modules, sorted(namespaces)
 
 
 def _console_scripts(data: bytes) -> dict[str, str]:
@@ -219,11 +203,7 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
         config["glibcxx_needed"] = list(needed)
     if vendored:
         config["deps"] = DEPS_DIR
-        # Namespace packages whose portions are not all vendored are checked per portion instead.
-        config["modules"] = {k: v for k, v in vendored.modules.items() if k not in vendored.namespaces}
-        config["namespaces"] = sorted(vendored.namespaces)
-        if step.accept:
-            config["accept"] = dict(step.accept)
+        config["distributions"] = [share.config() for share in vendored.shares if not share.not_served]
     return config
 
 
@@ -303,7 +283,7 @@ raise ImportError(CONTRIB_MESSAGE)
 '''
 
 _SHIM = '''"""Console scripts of packages vendored by retfwheel. Each imports tensorflow first, whose bootstrap
-puts the vendored packages first on sys.path, then runs the script. Generated; do not edit."""
+routes the vendored packages, then runs the script. Generated; do not edit."""
 import importlib
 
 

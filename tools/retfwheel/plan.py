@@ -106,7 +106,6 @@ class InjectBootstrap:
     api: str = "v2"
     v1_sparse_adam: str = "dense"
     runtime_env: tuple[tuple[str, str], ...] = ()
-    accept: tuple[tuple[str, str], ...] = ()
     ops_library: str | None = None  # registered while `import tensorflow` runs, when the wheel ships it
 
 
@@ -116,6 +115,7 @@ class BuildPlan:
     input_sha256: str
     input_name: str
     input_version: str
+    input_requires: tuple[str, ...]  # the input's Requires-Dist
     tensorflow_version: str
     recipe_name: str
     recipe_sha256: str
@@ -185,7 +185,6 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
                 recipe.api,
                 recipe.v1_sparse_adam,
                 tuple(sorted((recipe.runtime_env or {}).items())),
-                tuple(sorted((recipe.accept or {}).items())),
                 OPS_LIBRARY if recipe.ops.build else None,
             )
         )
@@ -211,6 +210,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
         input_sha256=input_sha256,
         input_name=wheel.metadata_name,
         input_version=str(wheel.version),
+        input_requires=tuple(wheel.requires_dist),
         tensorflow_version=tf_version,
         recipe_name=recipe.name,
         recipe_sha256=recipe.sha256,

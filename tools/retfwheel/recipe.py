@@ -121,7 +121,6 @@ class Recipe:
     # dense semantics in one retf kernel), "lazy" (only the named rows, retf's fused lazy kernel)
     v1_sparse_adam: str = "dense"
     runtime_env: dict[str, str] | None = None  # environment defaults the bootstrap sets before TF loads
-    accept: dict[str, str] | None = None  # [bootstrap] accept: module -> versions usable in place of ours
 
 
 def load_recipe(path: Path) -> Recipe:
@@ -275,9 +274,8 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     description = c.get(data, "top level", "description", _string(None, "a string"), "")
     runtime = _runtime_spec(c, data, path)
     deps = _deps_spec(c, data, path)
-    b = c.table(data, "bootstrap", ("conflicts", "accept"), required=False)
+    b = c.table(data, "bootstrap", ("conflicts",), required=False)
     conflicts = c.get(b, "bootstrap", "conflicts", _choice("error", "warn"), "error")
-    accept = c.get(b, "bootstrap", "accept", _accept, {})
     environment = _environment_spec(c, data)
     o2 = c.table(data, "ops", ("build", "builder", "compiler", "suite"), required=False)
     ops = OpsSpec(
@@ -315,7 +313,6 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         api=api,
         v1_sparse_adam=sparse_adam,
         runtime_env=dict(runtime_env),
-        accept=accept or {},
     )
 
 
@@ -347,17 +344,6 @@ _DEBIAN_KEYS = (
     ("suite", r"^[a-z]+$", "a Debian suite such as \"bullseye\""),
     ("sha256", r"^[0-9a-f]{64}$", "the .deb's sha256 (64 hex digits)"),
 )
-
-
-def _accept(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise ValueError('expected a table like { numpy = ">=1.16,<1.20" }')
-    for module, specifier in value.items():
-        clauses = specifier.split(",") if isinstance(specifier, str) else []
-        if not module.replace(".", "_").isidentifier() or not clauses or not all(
-                re.match(r"^\s*(>=|<=|==|>|<)\s*\d+(\.\d+)*\s*$", c) for c in clauses):
-            raise ValueError(f"{module} = {specifier!r}: expected comparisons such as \">=1.16,<1.20\"")
-    return dict(value)
 
 
 def _runtime_spec(c: _Checker, data: dict, path: Path) -> RuntimeSpec:

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from retfwheel.archive import MemberView, read_content
 from retfwheel.cluster import Task, cluster_spec, run_cluster
+from retfwheel.sharing import importable_names
 from retfwheel.elf import read_elf
 from retfwheel.environment import Environment, emulated_command, prepare_environment
 from retfwheel.errors import InputFileError
@@ -152,6 +154,10 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
                                   f"graph mode, feature columns + tf.layers + Adam: loss {losses[0]:.3f} -> {losses[1]:.3f}, "
                                   f"AUC {result.get('auc', 0):.3f}; tf.contrib explains its replacements"))
     checks.append(_cluster_check(env, wheel, progress))
+    if wheel.archive.member("tensorflow/_retf_bootstrap.py") is not None:
+        modules = environment_modules(before, name)
+        checks.append(_imports_before(env, modules, progress))
+        checks.append(_imports_after(env, modules, progress))
     for script in scripts:
         progress(f"running {script}")
         result = _python(env, [str(Path(script).resolve())], emulate=True)
@@ -187,6 +193,85 @@ def _cluster_check(env: Environment, wheel, progress: Progress) -> Check:
     return _status("parameter-server training", good,
                    f"1 ps + 1 worker, {len(losses)} steps of {report.get('optimizer')} on a 2-way partitioned table "
                    f"(loss {losses[0]:.4f} -> {losses[-1]:.4f})" if losses else "no steps ran")
+
+
+def environment_modules(snapshot: dict, replaced: str) -> dict[str, str]:
+    """{module: distribution} for the top-level modules (and namespace portions) of the environment's
+    distributions, as listed by the snapshot probe; private ones ("_name") and the replaced distribution's left out."""
+    modules: dict[str, str] = {}
+    for dist, info in sorted(snapshot.items()):
+        if dist == replaced:
+            continue
+        files = [(path.split("site-packages/", 1)[1], info["version"]) for path in info["files"] if "site-packages/" in path]
+        found, _namespaces = importable_names(files)
+        for module in found:
+            if not module.startswith("_") and module != "tensorflow":
+                modules.setdefault(module, dist)
+    return modules
+
+
+def _imports_before(env: Environment, modules: dict[str, str], progress: Progress) -> Check:
+    """Each module imported before tensorflow: it works, or fails with the bootstrap's own explanation."""
+    progress(f"importing each of {len(modules)} environment modules before tensorflow")
+    code = "import sys, importlib; importlib.import_module(sys.argv[1]); import tensorflow as tf; tf.zeros([1])"
+
+    def attempt(module: str) -> tuple[str, str]:
+        result = _python(env, ["-c", code, module], emulate=True)
+        if result.returncode == 0:
+            return "works", ""
+        if "was already imported from" in result.stderr and "Fix: import tensorflow before" in result.stderr:
+            return "explained", ""
+        if "a process can hold only one libstdc++" in result.stderr and "LD_PRELOAD=" in result.stderr:
+            return "runtime", ""
+        alone = _python(env, ["-c", "import importlib, sys; importlib.import_module(sys.argv[1])", module], emulate=True)
+        return ("unimportable", "") if alone.returncode != 0 else ("broken", last_line(result))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        outcomes = dict(zip(modules, pool.map(attempt, modules)))
+    works = sorted(m for m, (kind, _) in outcomes.items() if kind == "works")
+    explained = sorted(m for m, (kind, _) in outcomes.items() if kind == "explained")
+    broken = [f"{m}: {why}" for m, (kind, why) in sorted(outcomes.items()) if kind == "broken"]
+    if broken:
+        return Check("imported before tensorflow", "FAIL", "; ".join(broken[:3]))
+    detail = f"{len(works)} of {len(modules)} modules work"
+    if explained:
+        detail += f"; {len(explained)} refused with the range and the fix ({', '.join(explained)})"
+    runtime = sorted(m for m, (kind, _) in outcomes.items() if kind == "runtime")
+    if runtime:
+        detail += f"; {len(runtime)} load an older libstdc++ first, refused with the LD_PRELOAD fix ({', '.join(runtime)})"
+    unimportable = sorted(m for m, (kind, _) in outcomes.items() if kind == "unimportable")
+    if unimportable:
+        detail += f"; {len(unimportable)} fail without tensorflow too ({', '.join(unimportable)})"
+    return Check("imported before tensorflow", "pass", detail)
+
+
+def _imports_after(env: Environment, modules: dict[str, str], progress: Progress) -> Check:
+    """Imported after tensorflow, each module is the environment's own wherever its version is in range."""
+    progress("importing the environment's modules after tensorflow")
+    run = _python(env, [_probe_script("imports_after.py"), *modules], emulate=True)
+    report = _json(run)
+    if report is None:
+        return Check("imported after tensorflow", "FAIL", last_line(run))
+    private = {str(canonicalize_name(name)): info for name, info in report["private"].items()}
+    wrong, shared, served = [], [], set()
+    for module, dist in modules.items():
+        outcome = report["modules"].get(module, {})
+        if "error" in outcome:
+            continue
+        if str(canonicalize_name(dist)) in private:
+            served.add(str(canonicalize_name(dist)))
+            if not outcome["private"]:
+                wrong.append(f"{module} is the environment's, though {dist} is served privately")
+        elif outcome["private"]:
+            wrong.append(f"{module} came from the private folder, though the environment's {dist} is in range")
+        else:
+            shared.append(module)
+    if wrong:
+        return Check("imported after tensorflow", "FAIL", "; ".join(wrong[:3]))
+    described = [f"{name} {private[name]['version']} (environment {private[name]['environment'] or 'none'}, needs "
+                 f"{private[name]['range'] or 'any'})" for name in sorted(served)]
+    return Check("imported after tensorflow", "pass",
+                 f"{len(shared)} of {len(modules)} modules are the environment's own; private: {', '.join(described) or 'none'}")
 
 
 def _has_v1_api(wheel) -> bool:
