@@ -4,7 +4,9 @@ Installs WHEEL into a copy of the environment, then, in fresh processes under th
 times the bootstrap's run() with the settings injected into tensorflow/__init__.py, and, when the
 wheel ships the retf op library, its registration at the end of `import tensorflow` (register_ops).
 The baseline measured in the same run is the interpreter's own start-up; the goal is <= 15 ms per
-process for the two together.
+process for the two together. Then the whole `import tensorflow as tf; tf.constant(1)` that every
+script pays: wall time and peak memory of the wheel against the environment's own TF 1.15.5, the
+two sides timed in turns.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ register_ops(vars(tensorflow), json.loads(sys.argv[1]))
 print((time.perf_counter() - start) * 1e3)
 """
 BASELINE = "import time, sys; print(0)"
+# What a user feels on every script: the whole import, and the process's peak memory after it.
+IMPORT = ("import resource, tensorflow as tf; tf.constant(1); "
+          "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)")
 
 
 def injected_config(init: str, marker: str = BEGIN, call: str = "_run") -> dict | None:
@@ -65,6 +70,15 @@ def timed(command: list[str]) -> float:
     return float(subprocess.run(command, capture_output=True, text=True, check=True).stdout.split()[-1])
 
 
+def import_cost(command: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak MiB the process reported) of one run of IMPORT."""
+    import time
+
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return time.perf_counter() - start, float(result.stdout.split()[-1])
+
+
 def wall(command: list[str]) -> float:
     import time
 
@@ -78,6 +92,7 @@ def main() -> None:
     parser.add_argument("wheel", type=Path)
     parser.add_argument("--recipe", default=str(REPO / "recipes" / "emulated-py36.toml"))
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--import-runs", type=int, default=7, help="runs of the whole import on each side")
     args = parser.parse_args()
     recipe = load_recipe(Path(args.recipe))
     base = prepare_environment(recipe, cache_root(), None, lambda m: print(m, file=sys.stderr))
@@ -96,6 +111,13 @@ def main() -> None:
             if ops_config is not None:
                 ops.append(timed(emulated_command(env, [str(env.python), "-c", OPS_TIMER, json.dumps(ops_config)])))
             startup.append(wall(emulated_command(env, [str(env.python), "-c", BASELINE])))
+        sides = {"TF 1.15.5 (the environment as it was)": base, "the wheel": env}
+        whole = {label: ([], []) for label in sides}
+        for _ in range(args.import_runs):  # the two sides in turns
+            for label, side in sides.items():
+                seconds, peak = import_cost(emulated_command(side, [str(side.python), "-c", IMPORT]))
+                whole[label][0].append(seconds)
+                whole[label][1].append(peak)
     base_ms = statistics.median(startup)
     rows = [("bootstrap run()", bootstrap)] + ([("op library registration", ops)] if ops else [])
     total = [sum(parts) for parts in zip(*(times for _, times in rows))]
@@ -106,6 +128,13 @@ def main() -> None:
     cost = statistics.median(total)
     print(f"bootstrap / start-up: {cost / base_ms:.3f}x; goal <= 15 ms: {'met' if cost <= 15 else 'MISSED'} "
           f"(max of {args.runs}: {max(total):.2f} ms)")
+    print(f"\n`import tensorflow as tf; tf.constant(1)`, whole process, median of {args.import_runs} in turns:")
+    print(f"{'side':<40} {'wall s':>7} {'range':>13} {'peak MiB':>9}")
+    for label, (seconds, peaks) in whole.items():
+        print(f"{label:<40} {statistics.median(seconds):7.2f} {min(seconds):6.2f}-{max(seconds):<6.2f} "
+              f"{statistics.median(peaks):9.0f}")
+    (old_s, old_m), (new_s, new_m) = [(statistics.median(s), statistics.median(m)) for s, m in whole.values()]
+    print(f"wheel / TF 1.15.5: {new_s / old_s:.2f}x time, {new_m / old_m:.2f}x peak memory (goal: <= 1.00x both)")
 
 
 if __name__ == "__main__":

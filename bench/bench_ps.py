@@ -84,6 +84,14 @@ def train(env: Environment, optimizer: str, variables: dict, args) -> dict:
     return {"steps_per_sec": rate, "final_loss": final, "optimizer": reports[0]["optimizer"]}
 
 
+def _short(implementation: str) -> str:
+    """tf.train.X / tf.contrib.opt.X for TensorFlow's own classes; retf's as they are."""
+    cls = implementation.rsplit(".", 1)[-1]
+    if implementation.startswith("tensorflow.contrib."):
+        return f"tf.contrib.opt.{cls}"
+    return f"tf.train.{cls}" if implementation.startswith("tensorflow.") else implementation
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", type=Path, help="a venv with the tf1api wheel (DIR/venv of verify --keep-env DIR)")
@@ -123,7 +131,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for row in rows:
-        print(f"{row['side']:<18} {row['implementation']:<48} {row['steps_per_sec']:>8.1f} "
+        print(f"{row['side']:<18} {_short(row['implementation']):<48} {row['steps_per_sec']:>8.1f} "
               f"{row['min']:>6.1f}-{row['max']:<6.1f} {row['ratio']:>8.2f}x {row['final_loss']:>10.4f}")
 
 

@@ -224,8 +224,9 @@ class PrivateFinder(object):
     """Finds the modules of the privately served distributions in the private folder, and their
     metadata for importlib.metadata (and its backport); shows them to pkg_resources when it loads."""
 
-    def __init__(self, folder, routes):
+    def __init__(self, folder, routes, lazy=()):
         self.folder = folder
+        self.lazy = frozenset(lazy)  # modules whose code runs on first use of an attribute, not on import
         self.routes = dict((_canonical(r.name), r) for r in routes if r.private)
         self.modules = {}
         for route in self.routes.values():
@@ -237,7 +238,11 @@ class PrivateFinder(object):
         where = self.modules.get(fullname)
         if where is not None:
             import importlib.machinery
-            return importlib.machinery.PathFinder.find_spec(fullname, [where])
+            spec = importlib.machinery.PathFinder.find_spec(fullname, [where])
+            if spec is not None and fullname in self.lazy and spec.loader is not None:
+                import importlib.util
+                spec.loader = importlib.util.LazyLoader(spec.loader)
+            return spec
         if fullname == "pkg_resources" and "pkg_resources" not in sys.modules:
             return self._pkg_resources_spec(path)
         return None
@@ -310,7 +315,7 @@ def _prepare_dependencies(folder, config, log):
     routes = route_dependencies(folder, config.get("distributions", ()), sys.path)
     for route in routes:
         log("%s: %s" % (route.name, _describe(route)))
-    finder = PrivateFinder(folder, routes)
+    finder = PrivateFinder(folder, routes, config.get("lazy", ()))
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, type(finder)) and
                         type(f).__name__ != "PrivateFinder"]
     sys.meta_path.insert(0, finder)

@@ -36,7 +36,7 @@ from retfwheel.recipe import Recipe
 from retfwheel.record import file_sha256
 from retfwheel.runtime import obtain_runtime
 from retfwheel.scan import verified_elves
-from retfwheel.sharing import NOT_SERVED, Dependency, Share, importable_names, sharing_table
+from retfwheel.sharing import LAZY, NOT_SERVED, Dependency, Share, importable_names, sharing_table
 from retfwheel.wheel import read_wheel
 
 Progress = Callable[[str], None]
@@ -204,6 +204,8 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
     if vendored:
         config["deps"] = DEPS_DIR
         config["distributions"] = [share.config() for share in vendored.shares if not share.not_served]
+        modules = {m for share in vendored.shares for m in share.modules}
+        config["lazy"] = sorted(m for m in LAZY if m in modules)
     return config
 
 

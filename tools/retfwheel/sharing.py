@@ -58,6 +58,14 @@ NOT_SERVED: dict[str, str] = {
 }
 
 
+# Privately served modules whose code runs on first use of one of their attributes, not on import:
+# TensorFlow imports them while `import tensorflow` runs but a training script rarely touches them.
+LAZY: dict[str, str] = {
+    "requests": "TensorFlow's Keras callbacks import it at start-up for RemoteMonitor alone; with urllib3, "
+                "idna, charset-normalizer and certifi it is about 110 modules every script would load",
+}
+
+
 @dataclass(frozen=True)
 class Dependency:
     """A vendored distribution as the build read it."""

@@ -46,10 +46,12 @@ def lazy_adam(learning_rate):
 
 
 def batch(step):
-    """Ids skewed toward low rows (as hashed categorical features are); a label from a hidden rule."""
+    """Ids skewed toward low rows (as hashed categorical features are); each id votes +1 or -1 by a
+    hidden hash, and the label is whether the votes of a row sum above zero (learnable from embeddings)."""
     rng = np.random.RandomState(1000 * args.task_index + step)
     ids = np.minimum(rng.zipf(1.2, (args.batch, args.fields)) - 1, args.rows - 1).astype(np.int64)
-    labels = ((ids % 7).sum(axis=1) % 2).astype(np.float32)
+    votes = np.where((ids * 2654435761) % 1009 < 504, 1, -1).sum(axis=1)
+    labels = (votes + 0.5 * rng.standard_normal(args.batch) > 0).astype(np.float32)
     return ids, labels
 
 
