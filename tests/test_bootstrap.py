@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from retfwheel.injection import bootstrap_block, inject
+from retfwheel.build.injection import bootstrap_block, inject
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")

@@ -4,11 +4,11 @@ import zipfile
 
 import pytest
 
-from retfwheel.archive import read_archive
-from retfwheel.build import build_wheel
+from retfwheel.wheelfile.archive import read_archive
+from retfwheel.build.pipeline import build_wheel
 from retfwheel.errors import AuditError
-from retfwheel.recipe import load_recipe
-from retfwheel.wheel import read_wheel
+from retfwheel.target.recipe import load_recipe
+from retfwheel.wheelfile.wheel import read_wheel
 
 
 def build(wheel, recipe, out):
@@ -68,7 +68,7 @@ def test_source_date_epoch_sets_the_timestamps(tf_wheel, recipe, tmp_path, monke
 def test_record_is_made_from_written_bytes(tf_wheel, recipe, tmp_path):
     out = build(tf_wheel(), recipe, tmp_path / "out").output
     wheel = read_wheel(out)
-    from retfwheel.scan import scan_wheel
+    from retfwheel.native.scan import scan_wheel
 
     assert scan_wheel(wheel, verify=True).hashes_verified  # raises on any mismatch
 
@@ -86,7 +86,7 @@ def test_dry_run_writes_nothing(tf_wheel, recipe, tmp_path):
 
 
 def test_failed_audit_leaves_nothing(tf_wheel, recipe, tmp_path, monkeypatch):
-    import retfwheel.build as build_module
+    import retfwheel.build.pipeline as build_module
 
     def refuse(*args, **kwargs):
         raise AuditError("audit failed: test")

@@ -2,7 +2,7 @@
 under the old runtime (slow; run in CI).
 
 Every task is its own process started through `unshare` with the old libstdc++ mounted, on localhost
-ports picked here, bounded in time and stopped by its process id (retfwheel.cluster). The ps tasks run
+ports picked here, bounded in time and stopped by its process id (retfwheel.proof.cluster). The ps tasks run
 the usual launcher (probes/ps_server.py: import tensorflow, start the server, join), so they only have
 the retf kernels if `import tensorflow` registers them.
 """
@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from conftest import RECIPES, training_differences
-from retfwheel.cluster import Task, cluster_spec, run_cluster
-from retfwheel.environment import Environment, emulated_command, prepare_environment
-from retfwheel.fetch import cache_root
-from retfwheel.recipe import load_recipe
+from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
+from retfwheel.target.environment import Environment, emulated_command, prepare_environment
+from retfwheel.target.fetch import cache_root
+from retfwheel.target.recipe import load_recipe
 
 pytestmark = pytest.mark.slow
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-PROBES = importlib.resources.files("retfwheel") / "probes"
+PROBES = importlib.resources.files("retfwheel.probes")
 TIMEOUT = 300.0
 # The optimizer each way of running sparse Adam ends up with on the wheel.
 MODES = {

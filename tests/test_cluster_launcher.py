@@ -1,8 +1,8 @@
-"""retfwheel.cluster with plain Python processes: waiting, stopping servers by pid, failures and time-outs."""
+"""retfwheel.proof.cluster with plain Python processes: waiting, stopping servers by pid, failures and time-outs."""
 
 import sys
 
-from retfwheel.cluster import Task, cluster_spec, free_ports, run_cluster
+from retfwheel.proof.cluster import Task, cluster_spec, free_ports, run_cluster
 
 SERVER = "import time\nprint('serving', flush=True)\nwhile True: time.sleep(1)"
 

@@ -1,6 +1,6 @@
 import pytest
 
-from retfwheel.metadata import rewrite_headers
+from retfwheel.wheelfile.metadata import rewrite_headers
 
 METADATA = b"Metadata-Version: 2.1\nName: tensorflow-cpu\nVersion: 2.6.2\nSummary: long\n  continued\nRequires-Dist: numpy\n\nName: in the body stays\n"
 

@@ -1,5 +1,5 @@
-from retfwheel.elf import ElfInfo
-from retfwheel.policy import installable_platforms, load_policies, lowest_policy
+from retfwheel.native.elf import ElfInfo
+from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
 
 
 def elf(versions, needed=("libc.so.6",)):

@@ -1,7 +1,7 @@
 import pytest
 
 from retfwheel.errors import RecordError
-from retfwheel.record import entry_for, format_record, hash_bytes, parse_record
+from retfwheel.wheelfile.record import entry_for, format_record, hash_bytes, parse_record
 
 
 def test_round_trip_keeps_rows_and_puts_record_last():

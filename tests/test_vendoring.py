@@ -7,13 +7,13 @@ import zipfile
 import pytest
 
 from factory import make_wheel, tensorflow_files
-from retfwheel.build import build_wheel
+from retfwheel.build.pipeline import build_wheel
 from retfwheel.errors import AuditError, FetchError, RecipeError
-from retfwheel.injection import injected_config
-from retfwheel.lock import Lock, LockedPackage, format_lock, read_lock, requirements_digest, vendored_requirements
-from retfwheel.record import file_sha256
-from retfwheel.recipe import load_recipe
-from retfwheel.wheel import read_wheel
+from retfwheel.build.injection import injected_config
+from retfwheel.target.lock import Lock, LockedPackage, format_lock, read_lock, requirements_digest, vendored_requirements
+from retfwheel.wheelfile.record import file_sha256
+from retfwheel.target.recipe import load_recipe
+from retfwheel.wheelfile.wheel import read_wheel
 
 DEPS = """
 [deps]
@@ -131,7 +131,7 @@ def test_cached_file_that_drifted_is_refused(vendoring, tmp_path, dep_wheel):
 
 
 def test_download_drift_is_refused(vendoring, tmp_path, monkeypatch, dep_wheel):
-    import retfwheel.lock as lock_module
+    import retfwheel.target.lock as lock_module
 
     source, recipe_path, cache = vendoring()
     for stored in (cache / "files").rglob("*.whl"):

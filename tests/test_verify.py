@@ -1,4 +1,4 @@
-from retfwheel.verify import _unchanged
+from retfwheel.proof.verify import _unchanged
 
 
 def snapshot(**dists):

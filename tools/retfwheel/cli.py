@@ -12,15 +12,15 @@ from pathlib import Path
 import click
 
 from retfwheel import __version__
-from retfwheel.build import BuildResult, build_wheel, lock_wheel
-from retfwheel.elf import FAMILIES, format_version
-from retfwheel.environment import Environment, emulated_command, installed_versions, prepare_environment
+from retfwheel.build.pipeline import BuildResult, build_wheel, lock_wheel
+from retfwheel.native.elf import FAMILIES, format_version
+from retfwheel.target.environment import Environment, emulated_command, installed_versions, prepare_environment
 from retfwheel.errors import InputFileError, RetfError, VerificationFailed
-from retfwheel.fetch import cache_root, fetch_default_input
-from retfwheel.inspection import Inspection, correction_reason, environment_sharing, inspect_wheel, inspection_json
-from retfwheel.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
-from retfwheel.recipe import load_recipe
-from retfwheel.verify import verify_wheel
+from retfwheel.target.fetch import cache_root, fetch_default_input
+from retfwheel.native.inspection import Inspection, correction_reason, environment_sharing, inspect_wheel, inspection_json
+from retfwheel.build.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
+from retfwheel.target.recipe import load_recipe
+from retfwheel.proof.verify import verify_wheel
 
 
 class _Context:

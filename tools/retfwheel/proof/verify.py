@@ -17,17 +17,17 @@ from typing import Callable
 
 from packaging.utils import canonicalize_name
 
-from retfwheel.archive import MemberView, read_content
-from retfwheel.cluster import Task, cluster_spec, run_cluster
-from retfwheel.sharing import importable_names
-from retfwheel.elf import read_elf
-from retfwheel.environment import Environment, emulated_command, prepare_environment
+from retfwheel.wheelfile.archive import MemberView, read_content
+from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
+from retfwheel.build.sharing import importable_names
+from retfwheel.native.elf import read_elf
+from retfwheel.target.environment import Environment, emulated_command, prepare_environment
 from retfwheel.errors import InputFileError
-from retfwheel.injection import API_BEGIN
-from retfwheel.plan import RUNTIME_DIR
+from retfwheel.build.injection import API_BEGIN
+from retfwheel.build.plan import RUNTIME_DIR
 from retfwheel.process import last_line
-from retfwheel.recipe import Recipe
-from retfwheel.wheel import read_wheel
+from retfwheel.target.recipe import Recipe
+from retfwheel.wheelfile.wheel import read_wheel
 
 Progress = Callable[[str], None]
 _PROBE_SOURCE = """#include <charconv>
@@ -307,7 +307,7 @@ def probe_extension(cache: Path) -> Path:
 
 
 def _probe_script(name: str) -> str:
-    return str(importlib.resources.files("retfwheel") / "probes" / name)
+    return str(importlib.resources.files("retfwheel.probes") / name)
 
 
 def _python(env: Environment, arguments: list[str], *, emulate: bool = False) -> subprocess.CompletedProcess:

@@ -22,7 +22,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import Version
 from packaging.utils import canonicalize_name
 
-from retfwheel.recipe import Target
+from retfwheel.target.recipe import Target
 
 
 @dataclass(frozen=True)

@@ -18,17 +18,17 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from retfwheel.archive import Archive, Member
-from retfwheel.elf import ElfInfo, format_version
+from retfwheel.wheelfile.archive import Archive, Member
+from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchError
-from retfwheel.inspection import Inspection, require_tensorflow
-from retfwheel.lock import Lock, vendored_requirements
-from retfwheel.metadata import rewrite_headers
-from retfwheel.oplib import OPS_LIBRARY, OpFlags
-from retfwheel.policy import installable_platforms, load_policies, lowest_policy
-from retfwheel.recipe import Recipe, RuntimeSpec, Target
-from retfwheel.verdict import Fit, bundled_libraries
-from retfwheel.wheel import PROVENANCE_FILE, WheelInfo
+from retfwheel.native.inspection import Inspection, require_tensorflow
+from retfwheel.target.lock import Lock, vendored_requirements
+from retfwheel.wheelfile.metadata import rewrite_headers
+from retfwheel.build.oplib import OPS_LIBRARY, OpFlags
+from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
+from retfwheel.target.recipe import Recipe, RuntimeSpec, Target
+from retfwheel.native.verdict import Fit, bundled_libraries
+from retfwheel.wheelfile.wheel import PROVENANCE_FILE, WheelInfo
 
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 PACKAGE = "tensorflow"

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.archive import Member, MemberView, iter_content, open_archive_file, read_prefix
-from retfwheel.elf import ElfInfo, is_elf, read_elf
+from retfwheel.wheelfile.archive import Member, MemberView, iter_content, open_archive_file, read_prefix
+from retfwheel.native.elf import ElfInfo, is_elf, read_elf
 from retfwheel.errors import RecordError, WheelFormatError
-from retfwheel.record import encode_digest, new_hasher
-from retfwheel.wheel import WheelInfo
+from retfwheel.wheelfile.record import encode_digest, new_hasher
+from retfwheel.wheelfile.wheel import WheelInfo
 
 Progress = Callable[[str], None]
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.archive import Archive, iter_content, open_archive_file, read_content
+from retfwheel.wheelfile.archive import Archive, iter_content, open_archive_file, read_content
 from retfwheel.errors import InputFileError, OpBuildError
-from retfwheel.runtime import debian_mirror
+from retfwheel.build.runtime import debian_mirror
 
 Progress = Callable[[str], None]
 LIBRARY_DIR = "retf"

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Callable
 
 
-from retfwheel.elf import ElfInfo, read_elf
-from retfwheel.archive import Archive, MemberView, read_content
+from retfwheel.native.elf import ElfInfo, read_elf
+from retfwheel.wheelfile.archive import Archive, MemberView, read_content
 from retfwheel.errors import RecipeError, WheelFormatError
-from retfwheel.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
-from retfwheel.lock import fetch_locked
-from retfwheel.oplib import LIBRARY_DIR, OPS_LIBRARY, build_info, compile_library, python_files
-from retfwheel.plan import (
+from retfwheel.build.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
+from retfwheel.target.lock import fetch_locked
+from retfwheel.build.oplib import LIBRARY_DIR, OPS_LIBRARY, build_info, compile_library, python_files
+from retfwheel.build.plan import (
     BOOTSTRAP_MODULE,
     BuildOps,
     DEPS_DIR,
@@ -32,12 +32,12 @@ from retfwheel.plan import (
     VendorDependencies,
     VendorRuntime,
 )
-from retfwheel.recipe import Recipe
-from retfwheel.record import file_sha256
-from retfwheel.runtime import obtain_runtime
-from retfwheel.scan import verified_elves
-from retfwheel.sharing import LAZY, NOT_SERVED, Dependency, Share, importable_names, sharing_table
-from retfwheel.wheel import read_wheel
+from retfwheel.target.recipe import Recipe
+from retfwheel.wheelfile.record import file_sha256
+from retfwheel.build.runtime import obtain_runtime
+from retfwheel.native.scan import verified_elves
+from retfwheel.build.sharing import LAZY, NOT_SERVED, Dependency, Share, importable_names, sharing_table
+from retfwheel.wheelfile.wheel import read_wheel
 
 Progress = Callable[[str], None]
 _DROPPED_DATA = ("scripts", "headers", "data")

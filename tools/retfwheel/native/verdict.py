@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from retfwheel.elf import ElfInfo, format_version
-from retfwheel.recipe import Target
+from retfwheel.native.elf import ElfInfo, format_version
+from retfwheel.target.recipe import Target
 
 
 class Fit(enum.Enum):

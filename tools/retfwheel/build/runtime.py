@@ -13,8 +13,8 @@ from pathlib import Path
 
 from retfwheel.errors import FetchError, InputFileError
 from retfwheel.process import last_line
-from retfwheel.recipe import RuntimeSpec
-from retfwheel.record import file_sha256
+from retfwheel.target.recipe import RuntimeSpec
+from retfwheel.wheelfile.record import file_sha256
 
 _ARCH = {"x86_64": ("amd64", "x86_64-linux-gnu"), "aarch64": ("arm64", "aarch64-linux-gnu")}
 

@@ -19,10 +19,10 @@ from typing import Callable
 from packaging.utils import canonicalize_name
 
 from retfwheel.errors import EmulationError, FetchError, InputFileError, RecipeError
-from retfwheel.interpreter import VENV_TOOLS, find_python, pip_venv
+from retfwheel.target.interpreter import VENV_TOOLS, find_python, pip_venv
 from retfwheel.process import last_line
-from retfwheel.recipe import Recipe
-from retfwheel.runtime import obtain_runtime
+from retfwheel.target.recipe import Recipe
+from retfwheel.build.runtime import obtain_runtime
 
 Progress = Callable[[str], None]
 

@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 
 from retfwheel.errors import FetchError
-from retfwheel.policy import installable_platforms
+from retfwheel.native.policy import installable_platforms
 from retfwheel.process import last_line
-from retfwheel.recipe import Recipe
+from retfwheel.target.recipe import Recipe
 
 
 def cache_root(explicit: Path | None = None) -> Path:

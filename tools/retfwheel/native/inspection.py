@@ -10,16 +10,16 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from retfwheel.archive import read_content
-from retfwheel.elf import ElfInfo
+from retfwheel.wheelfile.archive import read_content
+from retfwheel.native.elf import ElfInfo
 from retfwheel.errors import TargetMismatchError
-from retfwheel.injection import injected_config
-from retfwheel.policy import Policy, lowest_policy
-from retfwheel.recipe import Recipe
-from retfwheel.scan import is_framework_library, scan_wheel
-from retfwheel.sharing import CORRECTIONS
-from retfwheel.verdict import Verdict, bundled_libraries, judge_elf
-from retfwheel.wheel import WheelInfo, read_wheel
+from retfwheel.build.injection import injected_config
+from retfwheel.native.policy import Policy, lowest_policy
+from retfwheel.target.recipe import Recipe
+from retfwheel.native.scan import is_framework_library, scan_wheel
+from retfwheel.build.sharing import CORRECTIONS
+from retfwheel.native.verdict import Verdict, bundled_libraries, judge_elf
+from retfwheel.wheelfile.wheel import WheelInfo, read_wheel
 
 JSON_VERSION = 1
 _VERSION_H = "tensorflow/include/tensorflow/core/public/version.h"

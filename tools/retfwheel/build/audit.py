@@ -7,17 +7,17 @@ import dataclasses
 import zipfile
 from dataclasses import dataclass
 
-from retfwheel.archive import read_content
-from retfwheel.elf import ElfInfo, format_version
-from retfwheel.injection import BEGIN, END
+from retfwheel.wheelfile.archive import read_content
+from retfwheel.native.elf import ElfInfo, format_version
+from retfwheel.build.injection import BEGIN, END
 from retfwheel.errors import AuditError, RetfError
-from retfwheel.plan import BOOTSTRAP_MODULE, PACKAGE, BuildPlan, CopyMember, NewMember
-from retfwheel.policy import load_policies, violations
-from retfwheel.recipe import Recipe, Target
-from retfwheel.record import hash_bytes
-from retfwheel.verdict import Fit, bundled_libraries, judge_elf
-from retfwheel.wheel import PROVENANCE_FILE, read_wheel
-from retfwheel.writer import WrittenWheel, member_order
+from retfwheel.build.plan import BOOTSTRAP_MODULE, PACKAGE, BuildPlan, CopyMember, NewMember
+from retfwheel.native.policy import load_policies, violations
+from retfwheel.target.recipe import Recipe, Target
+from retfwheel.wheelfile.record import hash_bytes
+from retfwheel.native.verdict import Fit, bundled_libraries, judge_elf
+from retfwheel.wheelfile.wheel import PROVENANCE_FILE, read_wheel
+from retfwheel.wheelfile.writer import WrittenWheel, member_order
 
 
 @dataclass(frozen=True)

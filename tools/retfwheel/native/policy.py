@@ -7,7 +7,7 @@ import importlib.resources
 import json
 from dataclasses import dataclass
 
-from retfwheel.elf import ElfInfo, parse_symbol_version
+from retfwheel.native.elf import ElfInfo, parse_symbol_version
 
 # The dynamic loader itself is on every glibc system, though the policies do not list it.
 _LOADERS = frozenset({"ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "ld-linux.so.2"})

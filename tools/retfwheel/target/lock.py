@@ -22,11 +22,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from retfwheel.errors import FetchError, RecipeError
-from retfwheel.fetch import pip_target_options
+from retfwheel.target.fetch import pip_target_options
 from retfwheel.process import last_line
-from retfwheel.recipe import Recipe, tomllib
-from retfwheel.record import file_sha256
-from retfwheel.wheel import WheelInfo
+from retfwheel.target.recipe import Recipe, tomllib
+from retfwheel.wheelfile.record import file_sha256
+from retfwheel.wheelfile.wheel import WheelInfo
 
 LOCK_VERSION = 1
 Progress = Callable[[str], None]

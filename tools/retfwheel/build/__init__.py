@@ -1,0 +1,1 @@
+"""The build stages: plan (pure), materialize (fetch, compile, unpack), injection, sharing, audit; pipeline runs them."""

@@ -1,0 +1,1 @@
+"""Proving a built wheel in its target environment: verify and local clusters."""

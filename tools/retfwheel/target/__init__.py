@@ -1,0 +1,1 @@
+"""Targets and their environments: recipes, locks, interpreters, downloads, the emulated old environment."""

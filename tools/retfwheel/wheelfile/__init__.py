@@ -1,0 +1,1 @@
+"""Wheel files: reading and verifying an archive, RECORD, METADATA/WHEEL headers, and the deterministic writer."""
