@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 OUT    ?= dist
 RECIPE ?= recipes/emulated-py36.toml
 
-.PHONY: setup demo test test-fast bench clean docker-verify
+.PHONY: setup demo test test-fast lint bench clean docker-verify
 
 setup: $(VENV)/.installed
 
@@ -24,6 +24,11 @@ demo: setup
 # Every test, the slow end-to-end ones included (they download the real TensorFlow wheel once).
 test: setup
 	$(BIN)/python -m pytest
+
+# Types and lint (rules in pyproject.toml): mypy on the tool, ruff on every Python file.
+lint: setup
+	$(BIN)/mypy tools/retfwheel
+	$(BIN)/ruff check tools tests bench probes bootstrap ops
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"

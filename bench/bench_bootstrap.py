@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
+from retfwheel.build.injection import BEGIN, OPS_BEGIN  # noqa: E402
 from retfwheel.target.environment import emulated_command, prepare_environment  # noqa: E402
 from retfwheel.target.fetch import cache_root  # noqa: E402
-from retfwheel.build.injection import BEGIN, OPS_BEGIN  # noqa: E402
 from retfwheel.target.recipe import load_recipe  # noqa: E402
 
 TIMER = """

@@ -14,9 +14,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from timing import interleaved_medians  # noqa: E402  (bench/timing.py, beside this file)
 
 import retf  # noqa: E402
-from timing import interleaved_medians  # noqa: E402  (bench/timing.py, beside this file)
 
 
 def sparse_batch(rng, batch, slots, vocab, weighted):

@@ -21,11 +21,11 @@ Runs with the host Python; everything TensorFlow runs through the retfwheel comm
 import argparse
 import json
 import os
-from pathlib import Path
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS = REPO / "bench" / "models"

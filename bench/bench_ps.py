@@ -114,7 +114,7 @@ def main() -> None:
                 progress(f"[{repetition + 1}/{args.repeat}] {label}")
                 results[label].append(train(envs[side], optimizer, variables, args))
     rows = []
-    for label, side, optimizer, _ in SIDES:
+    for label, *_ in SIDES:
         runs = results[label]
         baseline = results["TF 1.15.5, lazy" if label.endswith("lazy") else "TF 1.15.5, adam"]
         rates = [r["steps_per_sec"] for r in runs]

@@ -19,9 +19,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from timing import interleaved_medians, median_seconds  # noqa: E402  (bench/timing.py, beside this file)
 
 import retf  # noqa: E402
-from timing import interleaved_medians, median_seconds  # noqa: E402  (bench/timing.py, beside this file)
 
 LR, BETA1, BETA2, EPSILON = 0.001, 0.9, 0.999, 1e-7
 

@@ -490,7 +490,7 @@ def register_ops(namespace, config):
         raise ImportError(
             "%s: cannot register its retf op library %s: %s\nFix: reinstall this wheel; or set RETF_OPS=0 to run "
             "without it (tf.train.AdamOptimizer then uses TensorFlow's own ops)."
-            % (config["label"], path, getattr(error, "message", error)))
+            % (config["label"], path, getattr(error, "message", error))) from error
     if os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"):
         sys.stderr.write("retf-bootstrap [ops] registered %s in %.2f ms\n" % (path, (time.perf_counter() - start) * 1e3))
 
@@ -604,6 +604,6 @@ def expose_v1_api(namespace, config):
         except ImportError as error:
             raise ImportError("tf.train.AdamOptimizer: %s sparse Adam needs the retf op library, which this "
                               "build does not ship ([ops] build = false in its recipe): %s; unset "
-                              "RETF_SPARSE_ADAM" % (sparse_adam, error))
+                              "RETF_SPARSE_ADAM" % (sparse_adam, error)) from error
         v1.train.AdamOptimizer = train.AdamOptimizer if sparse_adam == "fused" else train.LazyAdamStandIn
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]

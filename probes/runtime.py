@@ -44,6 +44,7 @@ except OSError as error:
 
 try:
     import numpy as np
+
     import retf.ops
 except ImportError as error:
     report["ops"] = {"present": False, "error": str(error)}

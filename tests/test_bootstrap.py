@@ -57,7 +57,7 @@ def run(python36, site, env, code, **environ):
     return subprocess.run([str(python36), "-c", code], capture_output=True, text=True, env=variables)
 
 
-MAPS = "import json; print(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libstdc++' in l})))"
+MAPS = "import json; print(json.dumps(sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libstdc++' in line})))"
 DEPS = {"deps": "tensorflow.deps", "distributions": [
     {"name": "fakemod", "version": "2.0", "range": ">=2.0,<3", "modules": ["fakemod"]},
     {"name": "fakeproto", "version": "1.0", "range": "", "modules": ["google.fakeproto"]}]}
@@ -155,9 +155,9 @@ def test_switch_off_does_nothing(python36, install):
 def test_debug_logs_each_decision_with_its_time(python36, install):
     site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 99], **DEPS)
     result = run(python36, site, env, "import tensorflow", RETF_BOOTSTRAP_DEBUG="1")
-    lines = [l for l in result.stderr.splitlines() if l.startswith("retf-bootstrap [")]
-    assert any("preloaded" in l for l in lines) and any("fakemod: private 2.0 (needs >=2.0,<3" in l for l in lines)
-    assert all(" ms] " in l for l in lines) and lines[-1].endswith("bootstrap done")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("retf-bootstrap [")]
+    assert any("preloaded" in line for line in lines) and any("fakemod: private 2.0 (needs >=2.0,<3" in line for line in lines)
+    assert all(" ms] " in line for line in lines) and lines[-1].endswith("bootstrap done")
 
 
 HINTS = """

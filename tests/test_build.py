@@ -4,10 +4,10 @@ import zipfile
 
 import pytest
 
-from retfwheel.wheelfile.archive import read_archive
 from retfwheel.build.pipeline import build_wheel
 from retfwheel.errors import AuditError
 from retfwheel.target.recipe import load_recipe
+from retfwheel.wheelfile.archive import read_archive
 from retfwheel.wheelfile.wheel import read_wheel
 
 

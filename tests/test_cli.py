@@ -170,7 +170,7 @@ def test_recipe_problems_are_all_listed(cli, tmp_path, tf_wheel):
     recipe.write_text('[target]\npyton = "3.6"\n[output]\nname = "tensorflow"\n')
     run = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", tmp_path / "o")
     assert run.code == CODES["recipe"] and "Traceback" not in run.err
-    errors = [l for l in run.err.splitlines() if l.startswith("ERROR: ")]
+    errors = [line for line in run.err.splitlines() if line.startswith("ERROR: ")]
     assert any("did you mean 'python'?" in e for e in errors) and any("missing key 'glibc'" in e for e in errors)
     assert any("missing key 'local_version'" in e for e in errors)
 

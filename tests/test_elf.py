@@ -2,8 +2,8 @@ import struct
 
 import pytest
 
-from retfwheel.wheelfile.archive import MemberView
 from retfwheel.native.elf import parse_symbol_version, read_elf
+from retfwheel.wheelfile.archive import MemberView
 
 
 def view(data: bytes, chunk: int = 4096) -> MemberView:

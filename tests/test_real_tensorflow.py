@@ -12,7 +12,6 @@ import pytest
 
 from conftest import run_cli
 
-
 pytestmark = pytest.mark.slow
 
 

@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import training_differences
-
 
 pytestmark = pytest.mark.slow
 

@@ -7,12 +7,19 @@ import zipfile
 import pytest
 
 from factory import make_wheel, tensorflow_files
+from retfwheel.build.injection import injected_config
 from retfwheel.build.pipeline import build_wheel
 from retfwheel.errors import AuditError, FetchError, RecipeError
-from retfwheel.build.injection import injected_config
-from retfwheel.target.lock import Lock, LockedPackage, format_lock, read_lock, requirements_digest, vendored_requirements
-from retfwheel.wheelfile.record import file_sha256
+from retfwheel.target.lock import (
+    Lock,
+    LockedPackage,
+    format_lock,
+    read_lock,
+    requirements_digest,
+    vendored_requirements,
+)
 from retfwheel.target.recipe import load_recipe
+from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import read_wheel
 
 DEPS = """

@@ -345,7 +345,7 @@ class EmbeddingLookupSparseTest(unittest.TestCase):
         for combiner in COMBINERS:
             for weighted in (False, True):
                 with self.subTest(combiner=combiner, weighted=weighted):
-                    def lookup(table, w):
+                    def lookup(table, w, weighted=weighted, combiner=combiner):
                         sp_weights = sparse(indices, w, 5, 8) if weighted else None
                         return retf.nn.embedding_lookup_sparse(table, sparse(indices, ids, 5, 8), sp_weights,
                                                                combiner=combiner)

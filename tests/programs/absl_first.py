@@ -1,11 +1,11 @@
 """A TF 1.x training script that starts the way countless ones do: absl's app and flags, and six,
 imported before tensorflow. Prints one JSON line: where absl and six came from, and the losses."""
-from absl import app, flags
-import six
 import json
 
 import numpy as np
+import six
 import tensorflow as tf
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("steps", 30, "training steps")

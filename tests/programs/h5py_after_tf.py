@@ -7,9 +7,9 @@ import json
 import os
 import sys
 
+import h5py
 import numpy as np
 import tensorflow as tf
-import h5py
 
 work = sys.argv[1]
 path = os.path.join(work, "data.h5")

@@ -13,14 +13,20 @@ import click
 
 from retfwheel import __version__
 from retfwheel.build.pipeline import BuildResult, build_wheel, lock_wheel
-from retfwheel.native.elf import FAMILIES, format_version
-from retfwheel.target.environment import Environment, emulated_command, installed_versions, prepare_environment
-from retfwheel.errors import InputFileError, RetfError, VerificationFailed
-from retfwheel.target.fetch import cache_root, fetch_default_input
-from retfwheel.native.inspection import Inspection, correction_reason, environment_sharing, inspect_wheel, inspection_json
 from retfwheel.build.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
-from retfwheel.target.recipe import load_recipe
+from retfwheel.errors import InputFileError, RetfError, VerificationFailed
+from retfwheel.native.elf import FAMILIES, format_version
+from retfwheel.native.inspection import (
+    Inspection,
+    correction_reason,
+    environment_sharing,
+    inspect_wheel,
+    inspection_json,
+)
 from retfwheel.proof.verify import verify_wheel
+from retfwheel.target.environment import Environment, emulated_command, installed_versions, prepare_environment
+from retfwheel.target.fetch import cache_root, fetch_default_input
+from retfwheel.target.recipe import load_recipe
 
 
 class _Context:
@@ -295,10 +301,10 @@ def _show_inspection(ins: Inspection, environment: dict[str, str] | None, recipe
         if elf.rpath or elf.runpath:
             click.echo(f"      {'rpath' if elf.rpath else 'runpath'}: {':'.join(elf.rpath or elf.runpath)}")
         if elf.path in verdicts:
-            v = verdicts[elf.path]
-            click.echo(f"      verdict: {v.fit.value}{': ' + '; '.join(v.reasons) if v.reasons else ''}")
+            verdict = verdicts[elf.path]
+            click.echo(f"      verdict: {verdict.fit.value}{': ' + '; '.join(verdict.reasons) if verdict.reasons else ''}")
     if verdicts:
-        counts = {}
-        for v in verdicts.values():
-            counts[v.fit.value] = counts.get(v.fit.value, 0) + 1
+        counts: dict[str, int] = {}
+        for verdict in verdicts.values():
+            counts[verdict.fit.value] = counts.get(verdict.fit.value, 0) + 1
         click.echo("\nverdict: " + ", ".join(f"{n} {fit}" for fit, n in counts.items()))

@@ -7,15 +7,15 @@ import dataclasses
 import zipfile
 from dataclasses import dataclass
 
-from retfwheel.wheelfile.archive import read_content
-from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.build.injection import BEGIN, END
-from retfwheel.errors import AuditError, RetfError
 from retfwheel.build.plan import BOOTSTRAP_MODULE, PACKAGE, BuildPlan, CopyMember, NewMember
+from retfwheel.errors import AuditError, RetfError
+from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.policy import load_policies, violations
-from retfwheel.target.recipe import Recipe, Target
-from retfwheel.wheelfile.record import hash_bytes
 from retfwheel.native.verdict import Fit, bundled_libraries, judge_elf
+from retfwheel.target.recipe import Recipe, Target
+from retfwheel.wheelfile.archive import read_content
+from retfwheel.wheelfile.record import hash_bytes
 from retfwheel.wheelfile.wheel import PROVENANCE_FILE, read_wheel
 from retfwheel.wheelfile.writer import WrittenWheel, member_order
 
@@ -55,6 +55,7 @@ def audit_wheel(written: WrittenWheel, plan: BuildPlan, recipe: Recipe, elves: t
     _expect(set(planned) | {plan.record_path} == set(names), "the archive's members differ from the plan")
     for name, item in planned.items():
         member = wheel.archive.member(name)
+        assert member is not None  # the member list was checked equal to the plan's just above
         entry = wheel.record[name]
         if isinstance(item, CopyMember):
             same = (member.crc, member.size, member.method) == (item.source.crc, item.source.size, item.source.method)

@@ -115,16 +115,20 @@ def inject(source: bytes, block: str, where: str) -> bytes:
     return result.encode("utf-8")
 
 
+def _is_future_import(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.ImportFrom) and statement.module == "__future__"
+
+
 def _insertion_line(tree: ast.Module, lines: list[str]) -> int:
     """0-based line index where the block goes."""
     body = tree.body
     position = 0
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
         position = 1
-    while position < len(body) and isinstance(body[position], ast.ImportFrom) and body[position].module == "__future__":
+    while position < len(body) and _is_future_import(body[position]):
         position += 1
     if position:
-        return body[position - 1].end_lineno
+        return body[position - 1].end_lineno or body[position - 1].lineno
     if not body:
         return len(lines)
     first = body[0]

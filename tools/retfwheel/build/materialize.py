@@ -12,19 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-
-from retfwheel.native.elf import ElfInfo, read_elf
-from retfwheel.wheelfile.archive import Archive, MemberView, read_content
-from retfwheel.errors import RecipeError, WheelFormatError
 from retfwheel.build.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
-from retfwheel.target.lock import fetch_locked
 from retfwheel.build.oplib import LIBRARY_DIR, OPS_LIBRARY, build_info, compile_library, python_files
 from retfwheel.build.plan import (
     BOOTSTRAP_MODULE,
-    BuildOps,
     DEPS_DIR,
     PACKAGE,
     SCRIPTS_MODULE,
+    BuildOps,
     BuildPlan,
     CopyMember,
     InjectBootstrap,
@@ -32,11 +27,15 @@ from retfwheel.build.plan import (
     VendorDependencies,
     VendorRuntime,
 )
-from retfwheel.target.recipe import Recipe
-from retfwheel.wheelfile.record import file_sha256
 from retfwheel.build.runtime import obtain_runtime
-from retfwheel.native.scan import verified_elves
 from retfwheel.build.sharing import LAZY, NOT_SERVED, Dependency, Share, importable_names, sharing_table
+from retfwheel.errors import RecipeError, WheelFormatError
+from retfwheel.native.elf import ElfInfo, read_elf
+from retfwheel.native.scan import verified_elves
+from retfwheel.target.lock import fetch_locked
+from retfwheel.target.recipe import Recipe
+from retfwheel.wheelfile.archive import Archive, MemberView, read_content
+from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import read_wheel
 
 Progress = Callable[[str], None]
@@ -181,7 +180,7 @@ def _vendored_name(name: str, dist_info: str, data_dir: str) -> str | None:
 
 def _console_scripts(data: bytes) -> dict[str, str]:
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
     parser.read_string(data.decode("utf-8"))
     return dict(parser["console_scripts"]) if parser.has_section("console_scripts") else {}
 
@@ -196,7 +195,7 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
     if step.runtime_env:
         config["env"] = dict(step.runtime_env)
     if runtime_step and runtime:
-        needed = max([runtime_step.needed] + [e.newest("GLIBCXX") for e in built if e is not runtime and e.newest("GLIBCXX")])
+        needed = max([runtime_step.needed] + [v for e in built if e is not runtime and (v := e.newest("GLIBCXX"))])
         if runtime_step.spec.vendor == "always":
             needed = max(needed, runtime.newest_provided("GLIBCXX") or needed)
         config["libstdcxx"] = runtime_step.dest
@@ -243,7 +242,7 @@ def _scripts(step: InjectBootstrap, vendored: _Vendored | None) -> tuple[bytes, 
     so uninstalling this wheel never deletes the environment's script).
     """
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
     if step.entry_points_source:
         parser.read_string(step.entry_points_source.decode("utf-8"))
     if not parser.has_section("console_scripts"):

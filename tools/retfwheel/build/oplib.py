@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.wheelfile.archive import Archive, iter_content, open_archive_file, read_content
-from retfwheel.errors import InputFileError, OpBuildError
 from retfwheel.build.runtime import debian_mirror
+from retfwheel.errors import InputFileError, OpBuildError
+from retfwheel.wheelfile.archive import Archive, iter_content, open_archive_file, read_content
 
 Progress = Callable[[str], None]
 LIBRARY_DIR = "retf"
@@ -98,7 +98,7 @@ def compile_library(archive: Archive, input_sha256: str, flags: OpFlags, builder
         else:
             result = _compile_in_root(spec, flags, compiler, suite, cache, sdk, work)
         if result.returncode != 0:
-            errors = [l for l in result.stderr.splitlines() if "error" in l] or result.stderr.splitlines()[-3:]
+            errors = [line for line in result.stderr.splitlines() if "error" in line] or result.stderr.splitlines()[-3:]
             raise OpBuildError(f"compiling the op library failed: {errors[0] if errors else 'no output'}")
         built.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(work / "_retf_ops.so"), str(built))

@@ -18,16 +18,16 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from retfwheel.wheelfile.archive import Archive, Member
-from retfwheel.native.elf import ElfInfo, format_version
-from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchError
-from retfwheel.native.inspection import Inspection, require_tensorflow
-from retfwheel.target.lock import Lock, vendored_requirements
-from retfwheel.wheelfile.metadata import rewrite_headers
 from retfwheel.build.oplib import OPS_LIBRARY, OpFlags
+from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchError
+from retfwheel.native.elf import ElfInfo, format_version
+from retfwheel.native.inspection import Inspection, require_tensorflow
 from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
-from retfwheel.target.recipe import Recipe, RuntimeSpec, Target
 from retfwheel.native.verdict import Fit, bundled_libraries
+from retfwheel.target.lock import Lock, vendored_requirements
+from retfwheel.target.recipe import Recipe, RuntimeSpec, Target
+from retfwheel.wheelfile.archive import Archive, Member
+from retfwheel.wheelfile.metadata import rewrite_headers
 from retfwheel.wheelfile.wheel import PROVENANCE_FILE, WheelInfo
 
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -160,6 +160,8 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
 
     steps: list[object] = []
     if recipe.ops.build:
+        if op_flags is None:
+            raise TargetMismatchError(f"{wheel.path}: [ops] build = true, but the read stage derived no compiler flags")
         steps.append(BuildOps(op_flags, recipe.ops.builder, recipe.ops.compiler, recipe.ops.suite))
     if runtime:
         steps.append(runtime)

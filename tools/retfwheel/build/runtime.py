@@ -24,6 +24,7 @@ def obtain_runtime(spec: RuntimeSpec, arch: str, cache: Path) -> tuple[bytes, st
     if spec.source == "toolchain":
         return _from_toolchain(spec.compiler)
     if spec.source == "file":
+        assert spec.path is not None, "the recipe check requires [libstdcxx] path with source = \"file\""
         path = Path(spec.path)
         try:
             return path.read_bytes(), f"file {path}"
@@ -137,7 +138,10 @@ def extract_library(deb: Path, soname: str, triplet: str) -> bytes:
             if member.issym():
                 name = os.path.normpath(os.path.join(os.path.dirname(name), member.linkname))
                 continue
-            return tar.extractfile(member).read()
+            extracted = tar.extractfile(member)
+            if extracted is None:
+                raise FetchError(f"{deb}: {name} is not a regular file")
+            return extracted.read()
     raise FetchError(f"{deb}: symlink loop at {soname}")
 
 

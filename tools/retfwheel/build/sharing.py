@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.specifiers import Specifier, SpecifierSet
-from packaging.version import Version
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from retfwheel.target.recipe import Target
 
@@ -147,7 +147,7 @@ def _correction(name: str, specifier: SpecifierSet) -> Correction | None:
 
 def _marker_environment(target: Target) -> dict[str, str]:
     major, minor = target.python[:2]
-    environment = dict(default_environment())
+    environment: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     environment.update(python_version=f"{major}.{minor}", python_full_version=f"{major}.{minor}.0",
                        implementation_name="cpython", platform_python_implementation="CPython",
                        sys_platform="linux", os_name="posix", platform_system="Linux", platform_machine=target.arch)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import IO, cast
 
 from elftools.common.exceptions import ELFError
 from elftools.common.utils import struct_parse
 from elftools.elf.elffile import ELFFile
+
+from retfwheel.wheelfile.archive import MemberView
 
 ELF_MAGIC = b"\x7fELF"
 # Symbol-version families whose newest required version decides where a binary can run.
@@ -79,7 +81,7 @@ def is_elf(head: bytes) -> bool:
     return head[:4] == ELF_MAGIC
 
 
-def read_elf(path: str, view: BinaryIO, *, string_abi: bool = False) -> ElfInfo:
+def read_elf(path: str, view: MemberView, *, string_abi: bool = False) -> ElfInfo:
     """Analyse the ELF file readable through ``view`` (a MemberView or any seekable stream).
 
     ``string_abi`` also derives the std::string ABI (costly on large symbol tables).
@@ -92,14 +94,14 @@ def read_elf(path: str, view: BinaryIO, *, string_abi: bool = False) -> ElfInfo:
     _hide_section_table(view, elf_class, little)
     view.seek(0)
     try:
-        elf = ELFFile(view)
+        elf = ELFFile(_stream(view))
         dynamic = next(iter(elf.iter_segments(type="PT_DYNAMIC")), None)
         machine = elf["e_machine"]
         if dynamic is None:
             return ElfInfo(path, elf_class * 32, machine, None, (), (), ())
-        tags = {"DT_NEEDED": [], "DT_RPATH": [], "DT_RUNPATH": [], "DT_SONAME": []}
+        tags: dict[str, list[str]] = {"DT_NEEDED": [], "DT_RPATH": [], "DT_RUNPATH": [], "DT_SONAME": []}
         numbers: dict[str, int] = {}
-        for tag in dynamic.iter_tags():
+        for tag in dynamic.iter_tags():  # type: ignore[attr-defined]  # a DynamicSegment, by its type
             name = tag.entry.d_tag
             if name == "DT_NEEDED":
                 tags[name].append(tag.needed)
@@ -131,7 +133,12 @@ def read_elf(path: str, view: BinaryIO, *, string_abi: bool = False) -> ElfInfo:
     )
 
 
-def _hide_section_table(view: BinaryIO, elf_class: int, little: bool) -> None:
+def _stream(view: MemberView) -> IO[bytes]:
+    """The view as the binary stream pyelftools reads (a RawIOBase is one; its stubs ask for IO[bytes])."""
+    return cast(IO[bytes], view)
+
+
+def _hide_section_table(view: MemberView, elf_class: int, little: bool) -> None:
     """Zero e_shoff/e_shnum/e_shstrndx in the buffered header (not in the file)."""
     end = "<" if little else ">"
     if elf_class == 2:
@@ -148,7 +155,7 @@ def _file_offset(elf: ELFFile, address: int | None) -> int | None:
     return next(iter(elf.address_offsets(address)), None)
 
 
-def _cstring(view: BinaryIO, offset: int) -> str:
+def _cstring(view: MemberView, offset: int) -> str:
     view.seek(offset)
     data = b""
     while b"\x00" not in data:
@@ -159,19 +166,19 @@ def _cstring(view: BinaryIO, offset: int) -> str:
     return data.split(b"\x00", 1)[0].decode("utf-8", "replace")
 
 
-def _version_needs(elf: ELFFile, view: BinaryIO, strtab: int | None, numbers: dict[str, int]) -> dict[str, tuple[str, ...]]:
+def _version_needs(elf: ELFFile, view: MemberView, strtab: int | None, numbers: dict[str, int]) -> dict[str, tuple[str, ...]]:
     start = _file_offset(elf, numbers.get("DT_VERNEED"))
     if start is None or strtab is None:
         return {}
     needs: dict[str, tuple[str, ...]] = {}
     offset = start
     for _ in range(numbers.get("DT_VERNEEDNUM", 0)):
-        verneed = struct_parse(elf.structs.Elf_Verneed, view, stream_pos=offset)
+        verneed = struct_parse(elf.structs.Elf_Verneed, _stream(view), stream_pos=offset)
         library = _cstring(view, strtab + verneed["vn_file"])
         names = []
         aux = offset + verneed["vn_aux"]
         for _ in range(verneed["vn_cnt"]):
-            vernaux = struct_parse(elf.structs.Elf_Vernaux, view, stream_pos=aux)
+            vernaux = struct_parse(elf.structs.Elf_Vernaux, _stream(view), stream_pos=aux)
             names.append(_cstring(view, strtab + vernaux["vna_name"]))
             aux += vernaux["vna_next"]
         needs[library] = tuple(sorted(names))
@@ -187,16 +194,16 @@ _ABI_MARKERS = re.compile(rb"St7__cxx11|B5cxx11|RKSs|PKSs")
 _STD_SYMBOL = re.compile(rb"_Z(?:GTt|T[VIST]|Th\d+_)?N?K?S[tsbaiod]")
 
 
-def _version_definitions(elf: ELFFile, view: BinaryIO, strtab: int | None, numbers: dict[str, int]) -> tuple[str, ...]:
+def _version_definitions(elf: ELFFile, view: MemberView, strtab: int | None, numbers: dict[str, int]) -> tuple[str, ...]:
     start = _file_offset(elf, numbers.get("DT_VERDEF"))
     if start is None or strtab is None:
         return ()
     names = []
     offset = start
     for _ in range(numbers.get("DT_VERDEFNUM", 0)):
-        verdef = struct_parse(elf.structs.Elf_Verdef, view, stream_pos=offset)
+        verdef = struct_parse(elf.structs.Elf_Verdef, _stream(view), stream_pos=offset)
         if verdef["vd_cnt"] and not verdef["vd_flags"] & 0x1:  # VER_FLG_BASE names the file itself
-            verdaux = struct_parse(elf.structs.Elf_Verdaux, view, stream_pos=offset + verdef["vd_aux"])
+            verdaux = struct_parse(elf.structs.Elf_Verdaux, _stream(view), stream_pos=offset + verdef["vd_aux"])
             names.append(_cstring(view, strtab + verdaux["vda_name"]))
         if not verdef["vd_next"]:
             break
@@ -204,7 +211,7 @@ def _version_definitions(elf: ELFFile, view: BinaryIO, strtab: int | None, numbe
     return tuple(sorted(names))
 
 
-def _cxx11_abi(view: BinaryIO, strtab: int | None, size: int) -> bool | None:
+def _cxx11_abi(view: MemberView, strtab: int | None, size: int) -> bool | None:
     """Which std::string ABI the library's own dynamic symbols use, from their mangled names."""
     if strtab is None or not size:
         return None

@@ -10,15 +10,15 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from retfwheel.wheelfile.archive import read_content
-from retfwheel.native.elf import ElfInfo
-from retfwheel.errors import TargetMismatchError
 from retfwheel.build.injection import injected_config
-from retfwheel.native.policy import Policy, lowest_policy
-from retfwheel.target.recipe import Recipe
-from retfwheel.native.scan import is_framework_library, scan_wheel
 from retfwheel.build.sharing import CORRECTIONS
+from retfwheel.errors import TargetMismatchError
+from retfwheel.native.elf import ElfInfo
+from retfwheel.native.policy import Policy, lowest_policy
+from retfwheel.native.scan import is_framework_library, scan_wheel
 from retfwheel.native.verdict import Verdict, bundled_libraries, judge_elf
+from retfwheel.target.recipe import Recipe
+from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.wheel import WheelInfo, read_wheel
 
 JSON_VERSION = 1
@@ -79,7 +79,7 @@ def tensorflow_version(wheel: WheelInfo) -> str | None:
     if not all(parts):
         return str(wheel.version)
     suffix = re.search(r'#define TF_VERSION_SUFFIX "([^"]*)"', text)
-    return ".".join(m.group(1) for m in parts) + (suffix.group(1) if suffix else "")
+    return ".".join(m.group(1) for m in parts if m) + (suffix.group(1) if suffix else "")
 
 
 def require_tensorflow(inspection: Inspection) -> str:

@@ -80,7 +80,7 @@ def lowest_policy(elves: tuple[ElfInfo, ...], bundled: frozenset[str], arch: str
 
 def installable_platforms(glibc: tuple[int, ...], arch: str) -> tuple[str, ...]:
     """Platform tags a pip on a machine with ``glibc`` accepts, best first."""
-    tags = []
+    tags: list[str] = []
     for policy in reversed(load_policies(arch)):
         if policy.glibc <= tuple(glibc[:2]):
             tags.extend(policy.tags(arch))

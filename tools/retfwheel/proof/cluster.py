@@ -71,7 +71,7 @@ class ClusterRun:
             return f"the cluster did not finish in time ({self.seconds:.0f} s)"
         for result in self.results:
             if not result.stopped and (result.task.server or result.returncode != 0):
-                lines = [l for l in result.stderr.splitlines() if l.strip()]
+                lines = [line for line in result.stderr.splitlines() if line.strip()]
                 return f"{result.task.name} exited with {result.returncode}: {(lines or ['no output'])[-1][:400]}"
         return ""
 

@@ -17,16 +17,16 @@ from typing import Callable
 
 from packaging.utils import canonicalize_name
 
-from retfwheel.wheelfile.archive import MemberView, read_content
-from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
-from retfwheel.build.sharing import importable_names
-from retfwheel.native.elf import read_elf
-from retfwheel.target.environment import Environment, emulated_command, prepare_environment
-from retfwheel.errors import InputFileError
 from retfwheel.build.injection import API_BEGIN
 from retfwheel.build.plan import RUNTIME_DIR
+from retfwheel.build.sharing import importable_names
+from retfwheel.errors import InputFileError
+from retfwheel.native.elf import read_elf
 from retfwheel.process import last_line
+from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
+from retfwheel.target.environment import Environment, emulated_command, prepare_environment
 from retfwheel.target.recipe import Recipe
+from retfwheel.wheelfile.archive import MemberView, read_content
 from retfwheel.wheelfile.wheel import read_wheel
 
 Progress = Callable[[str], None]
@@ -160,8 +160,8 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
         checks.append(_imports_after(env, modules, progress))
     for script in scripts:
         progress(f"running {script}")
-        result = _python(env, [str(Path(script).resolve())], emulate=True)
-        checks.append(_status(f"script {Path(script).name}", result.returncode == 0, last_line(result) or "exit 0"))
+        ran = _python(env, [str(Path(script).resolve())], emulate=True)
+        checks.append(_status(f"script {Path(script).name}", ran.returncode == 0, last_line(ran) or "exit 0"))
 
     progress("pip uninstall")
     uninstall = _python(env, ["-m", "pip", "uninstall", "-y", "--disable-pip-version-check", name])
@@ -325,7 +325,8 @@ def _snapshot(env: Environment) -> dict:
 def _unchanged(before: dict, after: dict, replaced: str) -> Check:
     """Other distributions keep their versions and files; files co-owned by the replaced one are noted."""
     co_owned = set(before.get(replaced, {}).get("files", {}))
-    changed, shared = [], []
+    changed: list[str] = []
+    shared: list[str] = []
     for name, old in before.items():
         if name == replaced:
             continue
@@ -352,7 +353,7 @@ def _left_behind(env: Environment, wheel) -> list[str]:
         path = line.rsplit(",", 2)[0]
         if path and (Path(site) / path).exists():
             left.append(path)
-    for folder in {p.split("/", 1)[0] for p in (l.rsplit(",", 2)[0] for l in text.splitlines()) if "/" in p}:
+    for folder in {p.split("/", 1)[0] for p in (line.rsplit(",", 2)[0] for line in text.splitlines()) if "/" in p}:
         if (Path(site) / folder).exists() and not folder.endswith(".data"):
             left.append(folder + "/")
     return sorted(set(left))

@@ -22,8 +22,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from retfwheel.errors import FetchError, RecipeError
-from retfwheel.target.fetch import pip_target_options
 from retfwheel.process import last_line
+from retfwheel.target.fetch import pip_target_options
 from retfwheel.target.recipe import Recipe, tomllib
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import WheelInfo
@@ -127,8 +127,8 @@ def resolve_lock(wheel: WheelInfo, recipe: Recipe, target_python: Path, progress
     """Resolve the closure with the target's interpreter and pin one file per package."""
     assert recipe.deps is not None
     requirements = vendored_requirements(wheel, recipe.deps.leave)
-    with tempfile.TemporaryDirectory(prefix="retfwheel-lock-") as scratch:
-        scratch = Path(scratch)
+    with tempfile.TemporaryDirectory(prefix="retfwheel-lock-") as scratch_name:
+        scratch = Path(scratch_name)
         listing = scratch / "requirements.txt"
         listing.write_text("".join(f"{r}\n" for r in requirements))
         progress(f"resolving {len(requirements)} requirements with {target_python}")

@@ -390,7 +390,8 @@ def _environment_spec(c: _Checker, data: dict) -> EnvironmentSpec | None:
             for key, pattern, expect in _DEBIAN_KEYS:
                 default = "libstdc++6" if key == "package" else ...
                 values[key] = c.get(raw, "environment.system_libstdcxx", key, _string(re.compile(pattern), expect), default, expect=expect)
-            runtime = RuntimeSpec("debian", "always", **{k: v or "" for k, v in values.items()})
+            runtime = RuntimeSpec("debian", "always", package=values["package"] or "", version=values["version"] or "",
+                                  suite=values["suite"] or "", sha256=values["sha256"] or "")
     docker = c.get(t, "environment", "docker", _string(re.compile(r"^[A-Za-z0-9_.-]+$"), "a folder name under docker/"), None)
     return EnvironmentSpec(tuple(packages or ()), runtime, docker)
 

@@ -11,18 +11,21 @@ import io
 import os
 import stat
 import struct
+import types
 import zipfile
 import zlib
-
-try:  # ISA-L inflates ~2.5x faster than zlib; a 400 MB TensorFlow library dominates every scan.
-    from isal import isal_zlib as _inflate
-except ImportError:  # pragma: no cover - platforms without isal wheels
-    _inflate = zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterator
 
 from retfwheel.errors import InputFileError, UnsafeArchiveError, WheelFormatError
+
+_inflate: types.ModuleType
+try:  # ISA-L inflates ~2.5x faster than zlib; a 400 MB TensorFlow library dominates every scan.
+    from isal import isal_zlib as _inflate
+except ImportError:  # pragma: no cover - platforms without isal wheels
+    _inflate = zlib
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
 
 CHUNK = 1 << 20
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
@@ -171,7 +174,7 @@ def iter_content(fh: BinaryIO, archive: Archive, member: Member) -> Iterator[byt
                 yield tail
             if not inflater.eof:
                 raise WheelFormatError(f"{where} ends before its compressed data does (truncated)")
-    except (zlib.error, _inflate.error) as exc:
+    except _INFLATE_ERRORS as exc:
         raise WheelFormatError(f"{where} is corrupt ({exc})") from exc
     if produced != member.size or crc != member.crc:
         raise WheelFormatError(f"{where} fails its CRC/size check (corrupt)")
@@ -190,7 +193,7 @@ def read_prefix(fh: BinaryIO, archive: Archive, member: Member, count: int) -> b
         return raw[:count]
     try:
         return _inflate.decompressobj(-15).decompress(raw, count)
-    except (zlib.error, _inflate.error):
+    except _INFLATE_ERRORS:
         return b""
 
 

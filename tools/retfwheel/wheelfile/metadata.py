@@ -18,7 +18,8 @@ def _header_name(line: bytes) -> bytes | None:
     return line.split(b":", 1)[0].strip().lower()
 
 
-def rewrite_headers(data: bytes, replace: dict[str, str], drop: set[str] = frozenset(), append: list[tuple[str, str]] = ()) -> bytes:
+def rewrite_headers(data: bytes, replace: dict[str, str], drop: set[str] | frozenset[str] = frozenset(),
+                    append: list[tuple[str, str]] | tuple[()] = ()) -> bytes:
     """Replace the first header of each name in ``replace``, remove headers named in ``drop``
     (with their continuation lines), append ``append``; the body and line endings stay as they are."""
     headers, rest = _split_headers(data)

@@ -11,8 +11,8 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
 from packaging.version import Version
 
-from retfwheel.wheelfile.archive import Archive, read_archive, read_content
 from retfwheel.errors import RecordError, WheelFormatError
+from retfwheel.wheelfile.archive import Archive, read_archive, read_content
 from retfwheel.wheelfile.record import RecordEntry, parse_record
 
 PROVENANCE_FILE = "retfwheel.json"

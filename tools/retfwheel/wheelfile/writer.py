@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from retfwheel.wheelfile.archive import Archive, iter_raw, open_archive_file
-from retfwheel.errors import OutputError
 from retfwheel.build.plan import BuildPlan, CopyMember
+from retfwheel.errors import OutputError
+from retfwheel.wheelfile.archive import Archive, iter_raw, open_archive_file
 from retfwheel.wheelfile.record import RecordEntry, entry_for, format_record
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip can hold
