@@ -145,7 +145,8 @@ def _compiler_identity(builder: str, compiler: str, suite: str, cache: Path, pro
         try:
             result = subprocess.run([compiler, "--version"], capture_output=True, text=True)
         except OSError as exc:
-            raise InputFileError(f"[ops] compiler '{compiler}' cannot be run ({exc.strerror or exc})") from exc
+            raise InputFileError(f"[ops] compiler '{compiler}' cannot be run ({exc.strerror or exc})",
+                                 hint="install g++ >= 11, set [ops] compiler, or [ops] build = false") from exc
         return f"{compiler} ({result.stdout.splitlines()[0] if result.stdout else 'unknown'}) on this machine"
     root = build_root(suite, cache, progress)
     result = subprocess.run(["chroot", str(root), compiler, "--version"], capture_output=True, text=True)

@@ -136,10 +136,6 @@ class BuildPlan:
     def record_path(self) -> str:
         return f"{self.dist_info}/RECORD"
 
-    @property
-    def sealed(self) -> bool:
-        return not self.steps
-
 
 def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_version: str, lock: Lock | None = None,
               op_flags: OpFlags | None = None) -> BuildPlan:

@@ -45,7 +45,8 @@ def _from_toolchain(compiler: str) -> tuple[bytes, str]:
                              hint="install it, or choose source = \"debian\" in the recipe") from exc
     found = Path(result.stdout.strip())
     if result.returncode != 0 or not found.is_absolute() or not found.exists():
-        raise InputFileError(f"[libstdcxx] '{compiler} -print-file-name=libstdc++.so.6' found no runtime")
+        raise InputFileError(f"[libstdcxx] '{compiler} -print-file-name=libstdc++.so.6' found no runtime",
+                             hint="install the compiler's libstdc++, or choose source = \"debian\" in the recipe")
     real = found.resolve()
     return real.read_bytes(), f"the {compiler} toolchain ({real})"
 

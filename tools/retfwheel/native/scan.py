@@ -23,7 +23,6 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True)
 class Scan:
     elves: tuple[ElfInfo, ...]  # sorted by path
-    hashes_verified: bool
 
 
 def scan_wheel(wheel: WheelInfo, *, verify: bool, workers: int | None = None) -> Scan:
@@ -59,7 +58,7 @@ def scan_wheel(wheel: WheelInfo, *, verify: bool, workers: int | None = None) ->
         for fh in handles:
             fh.close()
     elves = tuple(sorted((e for e in results if e is not None), key=lambda e: e.path))
-    return Scan(elves=elves, hashes_verified=verify)
+    return Scan(elves=elves)
 
 
 def verified_elves(wheel: WheelInfo, sha256: str, cache: Path) -> tuple[ElfInfo, ...]:

@@ -66,7 +66,7 @@ def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tupl
     wheel = read_wheel(wheel_path)
     for script in scripts:
         if not Path(script).is_file():
-            raise InputFileError(f"{script}: no such script")
+            raise InputFileError(f"{script}: no such script", hint="pass an existing Python file to --script")
     base = prepare_environment(recipe, cache, python, progress)
     try:
         probe = probe_extension(cache)
@@ -301,7 +301,8 @@ def probe_extension(cache: Path) -> Path:
         data = built.read_bytes()
         needs = read_elf("probe.so", MemberView(iter([data]), len(data))).newest("GLIBCXX")
         if not needs or needs < (3, 4, 29):
-            raise InputFileError("this machine's g++ builds a probe that does not need GLIBCXX_3.4.29; use g++ >= 11")
+            raise InputFileError("this machine's g++ builds a probe that does not need GLIBCXX_3.4.29",
+                                 hint="use g++ >= 11, or give a prebuilt probe as $RETF_PROBE_EXTENSION")
         shutil.move(str(built), str(target))
     return target
 

@@ -34,7 +34,8 @@ def find_python(version: tuple[int, int], explicit: Path | None = None) -> Path:
         if path.is_file() and os.access(path, os.X_OK) and _reports(path, version):
             return path
         if source in ("--python", variable):
-            raise InputFileError(f"{source}={path}: not a working Python {version[0]}.{version[1]} interpreter")
+            raise InputFileError(f"{source}={path}: not a working Python {version[0]}.{version[1]} interpreter",
+                                 hint=f"point {source} at a Python {version[0]}.{version[1]} executable, or unset it")
     raise InputFileError(
         f"no Python {version[0]}.{version[1]} interpreter found (looked at ${variable}, pyenv, and {name} on PATH)",
         hint=f"install it (e.g. `pyenv install {version[0]}.{version[1]}`) or set {variable}=/path/to/{name}",
