@@ -189,3 +189,10 @@ def test_op_library_needs_the_wheels_headers(cli, tmp_path, tf_wheel, make_recip
 def test_verify_needs_an_environment_section(cli, tmp_path, tf_wheel, recipe):
     run = cli("verify", tf_wheel(), "--recipe", recipe)
     assert_clean_failure(run, "recipe", "has no [environment] section")
+
+
+def test_a_package_init_the_bootstrap_cannot_enter_is_refused_by_the_dry_run(cli, tf_wheel, make_recipe, tmp_path):
+    broken = tf_wheel({"tensorflow/__init__.py": b'"""TensorFlow."""\nif True\n    pass\n'})
+    recipe = make_recipe(extra='\n[runtime_env]\nTF_CPU_ALLOCATOR_USE_BFC = "true"\n')
+    run = cli("build", broken, "--recipe", recipe, "--out-dir", tmp_path / "out", "--dry-run")
+    assert_clean_failure(run, "format", "tensorflow/__init__.py: does not parse", tmp_path / "out")

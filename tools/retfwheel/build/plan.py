@@ -18,8 +18,9 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from retfwheel.build.injection import InjectionError, bootstrap_block, inject
 from retfwheel.build.oplib import OPS_LIBRARY, OpFlags
-from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchError
+from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchError, WheelFormatError
 from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.inspection import Inspection, require_tensorflow
 from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
@@ -187,6 +188,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
             )
         )
         patched = {init_name, entry_points}
+        _trial_injection(inspection.package_init or b"", init_name)
 
     metadata = _rewrite_metadata(wheel, name, str(version), drop_requirements)
     changes = [
@@ -226,6 +228,14 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
         source_wheel_file=wheel.wheel_file,
     )
     return _with_tags(plan, platforms)
+
+
+def _trial_injection(source: bytes, where: str) -> None:
+    """Refuse now, before any download or compile, a package __init__ the bootstrap cannot go into."""
+    try:
+        inject(source, bootstrap_block(BOOTSTRAP_MODULE, {}), where)
+    except InjectionError as exc:
+        raise WheelFormatError(str(exc)) from exc
 
 
 def seal_plan(plan: BuildPlan, produced: tuple[CopyMember | NewMember, ...], notes: tuple[str, ...],
