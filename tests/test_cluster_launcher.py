@@ -50,3 +50,37 @@ def test_a_server_that_dies_at_start_fails_the_cluster():
                        Task("worker", 0, python("import time; time.sleep(60)"))], timeout=60)
     assert not run.ok and run.seconds < 30
     assert run.failure() == "ps:0 exited with 1: port in use"
+
+
+def test_tasks_die_with_a_launcher_killed_before_its_clean_up(tmp_path):
+    """A launcher killed by SIGKILL runs no clean-up; its tasks must not outlive it."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "server.pid"
+    server = tmp_path / "server.py"
+    server.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nwhile True:\n    time.sleep(1)\n")
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(
+        "import sys\n"
+        "from retfwheel.proof.cluster import Task, run_cluster\n"
+        f"run_cluster([Task('ps', 0, (sys.executable, {str(server)!r}), server=True),\n"
+        "             Task('worker', 0, (sys.executable, '-c', 'import time; time.sleep(60)'))], timeout=60)\n")
+    process = subprocess.Popen([sys.executable, str(launcher)])
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server_pid = int(pid_file.read_text())
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(server_pid, signal.SIGKILL)
+    raise AssertionError("the server outlived its launcher")

@@ -4,8 +4,10 @@ programs in an emulated old environment."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -13,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+_PR_SET_PDEATHSIG = 1
 _POLL_SECONDS = 0.05
 _STOP_SECONDS = 5.0
 
@@ -111,7 +114,7 @@ def run_cluster(tasks: list[Task], timeout: float, env: dict[str, str] | None = 
                 out = open(Path(scratch) / f"{task.job}-{task.index}.out", "w+")
                 err = open(Path(scratch) / f"{task.job}-{task.index}.err", "w+")
                 process = subprocess.Popen(list(task.command), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                           env={**base, **task.env}, cwd=cwd)
+                                           env={**base, **task.env}, cwd=cwd, preexec_fn=_die_with_parent)
                 running.append((task, process, out, err))
             timed_out = _wait(running, start + timeout)
         finally:
@@ -137,6 +140,16 @@ def _wait(running, deadline: float) -> bool:
             return False  # a server that exits by itself failed to start
         time.sleep(_POLL_SECONDS)
     return True
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it if this process dies first (killed before its own clean-up),
+    so no task outlives the launcher. Kept across exec; Linux only, a no-op elsewhere."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def _stop(process: subprocess.Popen) -> bool:
