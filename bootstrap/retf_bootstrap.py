@@ -24,6 +24,7 @@ _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                  "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 SONAME = "libstdc++.so.6"
+SCHEMA = 2  # the settings this bootstrap reads (retfwheel's build/bootstrap_config.py writes them)
 
 
 class _Log(object):
@@ -40,6 +41,10 @@ def run(package_dir, config):
     """Prepare this process for TensorFlow; raise ImportError when that cannot work."""
     if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
         return
+    if config.get("schema") != SCHEMA:
+        raise ImportError("%s: its bootstrap settings are of schema %s, but its bootstrap reads schema %s; the "
+                          "wheel was patched by hand or half-rebuilt. Fix: rebuild it with retfwheel."
+                          % (config.get("label", "this TensorFlow"), config.get("schema"), SCHEMA))
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])

@@ -21,7 +21,7 @@ def install(tmp_path):
     def make(env_version="1.0", **config):
         site = tmp_path / "site"
         (site / "tensorflow").mkdir(parents=True)
-        settings = {"label": "tensorflow 9.9+retf.test", "conflicts": "error", **config}
+        settings = {"schema": 2, "label": "tensorflow 9.9+retf.test", "conflicts": "error", **config}
         init = inject(b'"""TF."""\nfrom __future__ import absolute_import\nVALUE = 1\n',
                       bootstrap_block("tensorflow._retf_bootstrap", settings), "tensorflow/__init__.py")
         (site / "tensorflow" / "__init__.py").write_bytes(init)
@@ -143,6 +143,24 @@ def test_conflict_policy_warn_continues(python36, install):
     result = run(python36, site, env, "import fakemod; import tensorflow; print(fakemod.__version__)")
     assert result.returncode == 0, result.stderr
     assert "RuntimeWarning" in result.stderr and result.stdout.split() == ["1.0"]
+
+
+def test_settings_of_another_schema_are_refused(python36, install):
+    site, env = install(schema=1, **DEPS)
+    result = run(python36, site, env, "import tensorflow")
+    assert result.returncode != 0
+    assert "its bootstrap settings are of schema 1, but its bootstrap reads schema 2" in result.stderr
+    assert "Fix: rebuild it with retfwheel" in result.stderr
+
+
+def test_the_tool_and_the_bootstrap_agree_on_the_schema():
+    from retfwheel.build.bootstrap_config import SCHEMA, check_bootstrap_schema
+    from retfwheel.errors import AuditError
+
+    source = (REPO / "bootstrap" / "retf_bootstrap.py").read_bytes()
+    check_bootstrap_schema(source, "bootstrap/retf_bootstrap.py")
+    with pytest.raises(AuditError, match=f"schema {SCHEMA + 1}, but this retfwheel writes schema {SCHEMA}"):
+        check_bootstrap_schema(source.replace(f"SCHEMA = {SCHEMA}".encode(), f"SCHEMA = {SCHEMA + 1}".encode()), "x")
 
 
 def test_switch_off_does_nothing(python36, install):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from retfwheel.build.bootstrap_config import BootstrapConfig, Distribution, check_bootstrap_schema
 from retfwheel.build.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
 from retfwheel.build.oplib import LIBRARY_DIR, OPS_LIBRARY, build_info, compile_library, python_files
 from retfwheel.build.plan import (
@@ -190,35 +191,39 @@ def _renamed(elf: ElfInfo, path: str) -> ElfInfo:
 
 
 def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: VendorRuntime | None,
-                      runtime: ElfInfo | None, vendored: _Vendored | None, built: list[ElfInfo]) -> dict:
-    config: dict = {"label": f"{plan.name} {plan.version}", "conflicts": step.conflicts}
-    if step.runtime_env:
-        config["env"] = dict(step.runtime_env)
+                      runtime: ElfInfo | None, vendored: _Vendored | None, built: list[ElfInfo]) -> BootstrapConfig:
+    libstdcxx: str | None = None
+    needed: tuple[int, ...] = ()
     if runtime_step and runtime:
-        needed = max([runtime_step.needed] + [v for e in built if e is not runtime and (v := e.newest("GLIBCXX"))])
+        newest = max([runtime_step.needed] + [v for e in built if e is not runtime and (v := e.newest("GLIBCXX"))])
         if runtime_step.spec.vendor == "always":
-            needed = max(needed, runtime.newest_provided("GLIBCXX") or needed)
-        config["libstdcxx"] = runtime_step.dest
-        config["glibcxx_needed"] = list(needed)
+            newest = max(newest, runtime.newest_provided("GLIBCXX") or newest)
+        libstdcxx, needed = runtime_step.dest, tuple(newest)
+    distributions: tuple[Distribution, ...] = ()
+    lazy: tuple[str, ...] = ()
     if vendored:
-        config["deps"] = DEPS_DIR
-        config["distributions"] = [share.config() for share in vendored.shares if not share.not_served]
+        distributions = tuple(Distribution(s.name, s.version, s.range, s.modules) for s in vendored.shares
+                              if not s.not_served)
         modules = {m for share in vendored.shares for m in share.modules}
-        config["lazy"] = sorted(m for m in LAZY if m in modules)
-    return config
+        lazy = tuple(sorted(m for m in LAZY if m in modules))
+    return BootstrapConfig(label=f"{plan.name} {plan.version}", conflicts=step.conflicts, env=step.runtime_env,
+                           libstdcxx=libstdcxx, glibcxx_needed=needed, deps=DEPS_DIR if vendored else None,
+                           distributions=distributions, lazy=lazy)
 
 
-def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: dict, vendored: _Vendored | None) -> list[NewMember]:
+def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: BootstrapConfig,
+                       vendored: _Vendored | None) -> list[NewMember]:
+    source = (importlib.resources.files("retfwheel.bootstrap") / "retf_bootstrap.py").read_bytes()
+    check_bootstrap_schema(source, "bootstrap/retf_bootstrap.py")
     try:
-        patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config), step.init_name)
+        patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config.to_json()), step.init_name)
         if step.ops_library:  # before the 1.x API block, which picks sparse Adam by whether they are registered
-            patched = append(patched, ops_block(BOOTSTRAP_MODULE, {"library": step.ops_library, "label": config["label"]}),
+            patched = append(patched, ops_block(BOOTSTRAP_MODULE, {"library": step.ops_library, "label": config.label}),
                              step.init_name)
         if step.api == "v1":
             patched = append(patched, api_block(BOOTSTRAP_MODULE, {"v1_sparse_adam": step.v1_sparse_adam}), step.init_name)
     except InjectionError as exc:
         raise WheelFormatError(str(exc)) from exc
-    source = (importlib.resources.files("retfwheel.bootstrap") / "retf_bootstrap.py").read_bytes()
     members = [
         NewMember(step.init_name, patched),
         NewMember(BOOTSTRAP_MODULE.replace(".", "/") + ".py", source),

@@ -1,0 +1,65 @@
+"""The settings the tool hands the bootstrap: one typed, versioned schema that both sides check.
+
+The bootstrap (bootstrap/retf_bootstrap.py, shipped in the wheel) declares the schema it reads as
+`SCHEMA = N`; a build refuses to ship a bootstrap whose schema differs from SCHEMA here, and the
+bootstrap refuses settings of another schema with an ImportError that says to rebuild.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from retfwheel.errors import AuditError
+
+SCHEMA = 2  # 2: per-distribution routing ("distributions", "lazy"); 1 had "modules" and "namespaces"
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A vendored distribution as the bootstrap routes it."""
+
+    name: str
+    version: str
+    range: str  # PEP 440 specifiers the environment's copy must meet to serve
+    modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    label: str  # "<name> <version>" of the produced wheel, for messages
+    conflicts: str = "error"  # or "warn"
+    env: tuple[tuple[str, str], ...] = ()  # runtime defaults
+    libstdcxx: str | None = None  # the vendored runtime, relative to site-packages
+    glibcxx_needed: tuple[int, ...] = ()
+    deps: str | None = None  # the private folder, relative to site-packages
+    distributions: tuple[Distribution, ...] = ()
+    lazy: tuple[str, ...] = ()
+    schema: int = field(default=SCHEMA)
+
+    def to_json(self) -> dict:
+        """The literal injected into tensorflow/__init__.py (keys only where set, as the bootstrap reads them)."""
+        document: dict = {"schema": self.schema, "label": self.label, "conflicts": self.conflicts}
+        if self.env:
+            document["env"] = dict(self.env)
+        if self.libstdcxx:
+            document["libstdcxx"] = self.libstdcxx
+            document["glibcxx_needed"] = list(self.glibcxx_needed)
+        if self.deps:
+            document["deps"] = self.deps
+            document["distributions"] = [{"name": d.name, "version": d.version, "range": d.range,
+                                          "modules": list(d.modules)} for d in self.distributions]
+            document["lazy"] = list(self.lazy)
+        return document
+
+
+def check_bootstrap_schema(source: bytes, where: str) -> None:
+    """Refuse a bootstrap source that reads another schema than the one this tool writes."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "SCHEMA" for t in node.targets):
+            value = ast.literal_eval(node.value)
+            if value != SCHEMA:
+                raise AuditError(f"{where} reads bootstrap settings of schema {value}, but this retfwheel writes "
+                                 f"schema {SCHEMA}")
+            return
+    raise AuditError(f"{where} declares no SCHEMA: it is not a retfwheel bootstrap")
