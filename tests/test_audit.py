@@ -1,0 +1,49 @@
+"""build.audit in-process: the written wheel is re-read and held to its plan; any drift is an AuditError."""
+
+import dataclasses
+
+import pytest
+
+from retfwheel.build.audit import audit_wheel
+from retfwheel.build.pipeline import output_elves
+from retfwheel.build.plan import NewMember, make_plan
+from retfwheel.errors import AuditError
+from retfwheel.native.inspection import inspect_wheel
+from retfwheel.target.recipe import load_recipe
+from retfwheel.wheelfile.writer import DEFAULT_EPOCH, write_wheel
+
+
+@pytest.fixture
+def written(tf_wheel, recipe, tmp_path):
+    target = load_recipe(recipe)
+    inspection = inspect_wheel(tf_wheel(), target)
+    plan = make_plan(inspection, target, "0" * 64, "0.1.0")
+    wheel = write_wheel(plan, tmp_path / plan.filename, DEFAULT_EPOCH)
+    return wheel, plan, target, output_elves(plan, inspection.elves)
+
+
+def test_a_faithful_wheel_passes_every_check(written):
+    wheel, plan, recipe, elves = written
+    report = audit_wheel(wheel, plan, recipe, elves)
+    assert any("RECORD lists exactly" in c for c in report.checks)
+    assert any("fit the wheel's platform tag" in c for c in report.checks)
+
+
+def test_a_member_that_differs_from_the_plan_fails(written):
+    wheel, plan, recipe, elves = written
+    changed = tuple(NewMember(m.name, m.data + b"# changed\n") if m.name.endswith("/METADATA") else m for m in plan.members)
+    with pytest.raises(AuditError, match="METADATA differs from what was planned"):
+        audit_wheel(wheel, dataclasses.replace(plan, members=changed), recipe, elves)
+
+
+def test_a_missing_member_fails(written):
+    wheel, plan, recipe, elves = written
+    extra = plan.members + (NewMember("tensorflow/planned_but_not_written.py", b""),)
+    with pytest.raises(AuditError, match="members differ from the plan"):
+        audit_wheel(wheel, dataclasses.replace(plan, members=extra), recipe, elves)
+
+
+def test_a_file_name_other_than_the_plans_fails(written):
+    wheel, plan, recipe, elves = written
+    with pytest.raises(AuditError, match="file name .* != planned"):
+        audit_wheel(wheel, dataclasses.replace(plan, filename=plan.filename.replace("manylinux", "nomanylinux")), recipe, elves)
