@@ -74,6 +74,16 @@ def audit_wheel(written: WrittenWheel, plan: BuildPlan, recipe: Recipe, elves: t
     return AuditReport(tuple(checks))
 
 
+def refuse_newer_glibc(elves: tuple[ElfInfo, ...], target: Target) -> None:
+    """Refuse, before anything is written, any shipped ELF file that needs a newer glibc than the target has."""
+    glibc = tuple(target.glibc)
+    for elf in elves:
+        newest = elf.newest("GLIBC")
+        if newest is not None and newest > glibc:
+            raise AuditError(f"audit failed: {elf.path} needs GLIBC_{format_version(newest)}, the target has glibc "
+                             f"{format_version(glibc)}")
+
+
 def _audit_runtime(elves: tuple[ElfInfo, ...], runtime: ElfInfo | None, recipe: Recipe, checks: list[str]) -> Target:
     """The target as the shipped ELF files see it: with the vendored libstdc++ when there is one."""
     target = recipe.target

@@ -1,4 +1,4 @@
-"""`retfwheel build` and `lock`: read -> plan -> materialize -> seal -> write -> audit -> atomic rename."""
+"""`retfwheel build` and `lock`: read -> plan -> materialize -> finish -> write -> audit -> atomic rename."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Callable
 
 from retfwheel import __version__
 from retfwheel.build.audit import AuditReport, audit_wheel
+from retfwheel.build.finish import finish
 from retfwheel.build.materialize import materialize
 from retfwheel.build.oplib import derive_flags
-from retfwheel.build.plan import BuildPlan, CopyMember, make_plan, seal_plan
+from retfwheel.build.plan import BuildPlan, CopyMember, make_plan
 from retfwheel.errors import InputFileError, OutputError, RecipeError
 from retfwheel.native.elf import ElfInfo
 from retfwheel.native.inspection import Inspection, analyse
@@ -58,9 +59,9 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path 
     if dry_run:
         return BuildResult(plan, inspection, None, None)
     target_python = _target_python(recipe, lock, cache, python)
-    made = materialize(plan, recipe, wheel.archive, _cache(cache), target_python, progress)
-    shipped = output_elves(plan, elves) + made.elves
-    plan = seal_plan(plan, made.members, made.notes, shipped, recipe, input_path)
+    results = materialize(plan, recipe, wheel.archive, _cache(cache), target_python, progress)
+    plan = finish(plan, recipe, results, output_elves(plan, elves), input_path)
+    shipped = output_elves(plan, elves) + results.elves
     epoch = build_epoch()
     out_dir = Path(out_dir)
     try:
@@ -72,7 +73,7 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path 
         progress(f"writing {plan.filename}")
         written = write_wheel(plan, staging / plan.filename, epoch)
         progress("auditing the written wheel")
-        report = audit_wheel(written, plan, recipe, shipped, made.runtime)
+        report = audit_wheel(written, plan, recipe, shipped, results.runtime.elf if results.runtime else None)
         final = out_dir / plan.filename
         os.chmod(written.path, 0o644)
         os.replace(written.path, final)

@@ -2,7 +2,7 @@
 
 All validation of the input against the recipe happens here, before anything is fetched,
 compiled or written; `--dry-run` prints the resulting plan. Steps (vendoring the C++ runtime and
-the Python dependencies, the bootstrap) are carried out by `materialize`; `seal_plan` then
+the Python dependencies) are carried out by `materialize`; `finish` then adds the bootstrap and
 recomputes what depends on their results (platform tags, file name, WHEEL, provenance).
 """
 
@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from retfwheel.build.injection import InjectionError, bootstrap_block, inject
 from retfwheel.build.oplib import OPS_LIBRARY, OpFlags
-from retfwheel.errors import AlreadyProcessedError, AuditError, TargetMismatchError, WheelFormatError
+from retfwheel.errors import AlreadyProcessedError, TargetMismatchError, WheelFormatError
 from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.inspection import Inspection, require_tensorflow
 from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
@@ -147,7 +147,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
     tf_version = require_tensorflow(inspection)
     python_tags = _python_tags(wheel, recipe.target)
     runtime = _runtime_step(inspection, recipe)
-    platforms = _platform_tags(inspection.elves, inspection.wheel.path, recipe, _bundled_runtime(runtime))
+    platforms = platform_tags(inspection.elves, inspection.wheel.path, recipe, _bundled_runtime(runtime))
 
     name = recipe.output.name
     version = _output_version(wheel.version, recipe.output.local_version)
@@ -227,7 +227,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
         changes=tuple(changes),
         source_wheel_file=wheel.wheel_file,
     )
-    return _with_tags(plan, platforms)
+    return with_tags(plan, platforms)
 
 
 def _trial_injection(source: bytes, where: str) -> None:
@@ -238,20 +238,7 @@ def _trial_injection(source: bytes, where: str) -> None:
         raise WheelFormatError(str(exc)) from exc
 
 
-def seal_plan(plan: BuildPlan, produced: tuple[CopyMember | NewMember, ...], notes: tuple[str, ...],
-              elves: tuple[ElfInfo, ...], recipe: Recipe, where: Path) -> BuildPlan:
-    """The final plan once the steps have produced their members: tags from every ELF file shipped."""
-    glibc = tuple(recipe.target.glibc)
-    for elf in elves:
-        newest = elf.newest("GLIBC")
-        if newest is not None and newest > glibc:
-            raise AuditError(f"audit failed: {elf.path} needs GLIBC_{format_version(newest)}, the target has glibc {format_version(glibc)}")
-    platforms = _platform_tags(elves, where, recipe, frozenset())
-    sealed = dataclasses.replace(plan, members=plan.members + tuple(produced), steps=(), changes=plan.changes + notes)
-    return _with_tags(sealed, platforms)
-
-
-def _with_tags(plan: BuildPlan, platforms: tuple[str, ...]) -> BuildPlan:
+def with_tags(plan: BuildPlan, platforms: tuple[str, ...]) -> BuildPlan:
     tags = tuple(f"{interp}-{abi}-{plat}" for interp, abi in plan.python_tags for plat in platforms)
     filename = "-".join(
         [
@@ -328,7 +315,7 @@ def _bundled_runtime(runtime: VendorRuntime | None) -> frozenset[str]:
     return frozenset({"libstdc++.so.6"}) if runtime else frozenset()
 
 
-def _platform_tags(elves: tuple[ElfInfo, ...], where: Path, recipe: Recipe, extra_bundled: frozenset[str]) -> tuple[str, ...]:
+def platform_tags(elves: tuple[ElfInfo, ...], where: Path, recipe: Recipe, extra_bundled: frozenset[str]) -> tuple[str, ...]:
     target = recipe.target
     if recipe.output.platform == "auto":
         policy = lowest_policy(elves, bundled_libraries(elves) | extra_bundled, target.arch)

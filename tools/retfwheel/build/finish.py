@@ -1,0 +1,194 @@
+"""Finishing a plan from its steps' results (pure): the bootstrap and its configuration, console
+scripts, then tags, file name, WHEEL and provenance from every ELF file shipped."""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import importlib.resources
+import io
+import re
+from pathlib import Path
+
+from retfwheel.build.audit import refuse_newer_glibc
+from retfwheel.build.bootstrap_config import BootstrapConfig, Distribution, check_bootstrap_schema
+from retfwheel.build.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
+from retfwheel.build.materialize import StepResults, VendoredResult
+from retfwheel.build.plan import (
+    BOOTSTRAP_MODULE,
+    DEPS_DIR,
+    PACKAGE,
+    SCRIPTS_MODULE,
+    BuildPlan,
+    CopyMember,
+    InjectBootstrap,
+    NewMember,
+    VendorRuntime,
+    platform_tags,
+    with_tags,
+)
+from retfwheel.build.sharing import LAZY
+from retfwheel.errors import RecipeError, WheelFormatError
+from retfwheel.native.elf import ElfInfo
+from retfwheel.target.recipe import Recipe
+
+
+def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: tuple[ElfInfo, ...],
+           where: Path) -> BuildPlan:
+    """The final plan: the input's members, the steps' members and the patched package, tagged by every
+    ELF file shipped (``input_elves``: the input's, under their output names)."""
+    members: list[CopyMember | NewMember] = []
+    notes: list[str] = []
+    if results.ops:
+        members += results.ops.members
+        notes.append(results.ops.note)
+    if results.runtime:
+        members.append(results.runtime.member)
+        notes.append(results.runtime.note)
+    if results.vendored:
+        members += results.vendored.members
+        notes += results.vendored.notes
+    inject_step = next((s for s in plan.steps if isinstance(s, InjectBootstrap)), None)
+    if inject_step is not None:
+        runtime_step = next((s for s in plan.steps if isinstance(s, VendorRuntime)), None)
+        config = _bootstrap_config(plan, inject_step, runtime_step, results)
+        members += _bootstrap_members(plan, inject_step, config, results.vendored)
+        notes += _bootstrap_notes(inject_step)
+    return seal(plan, tuple(members), tuple(notes), input_elves + results.elves, recipe, where)
+
+
+def _bootstrap_notes(step: InjectBootstrap) -> list[str]:
+    notes = [f"bootstrap injected into {step.init_name} ({BOOTSTRAP_MODULE})"]
+    if step.ops_library:
+        notes.append(f"{step.ops_library} registered while `import tensorflow` runs (RETF_OPS=0 leaves it out)")
+    if step.api == "v1":
+        notes.append("`import tensorflow` exposes the TF 1.x API with 1.x behaviour (RETF_API=2 keeps 2.x); "
+                     f"tf.contrib explains its replacements; sparse Adam: {step.v1_sparse_adam}")
+    if step.runtime_env:
+        notes.append("runtime defaults: " + ", ".join(f"{k}={v}" for k, v in step.runtime_env))
+    return notes
+
+
+def seal(plan: BuildPlan, produced: tuple[CopyMember | NewMember, ...], notes: tuple[str, ...],
+              elves: tuple[ElfInfo, ...], recipe: Recipe, where: Path) -> BuildPlan:
+    """The final plan once the steps have produced their members: tags from every ELF file shipped."""
+    refuse_newer_glibc(elves, recipe.target)
+    platforms = platform_tags(elves, where, recipe, frozenset())
+    sealed = dataclasses.replace(plan, members=plan.members + tuple(produced), steps=(), changes=plan.changes + notes)
+    return with_tags(sealed, platforms)
+
+
+def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: VendorRuntime | None,
+                      results: StepResults) -> BootstrapConfig:
+    runtime = results.runtime.elf if results.runtime else None
+    vendored = results.vendored
+    built = results.elves
+    libstdcxx: str | None = None
+    needed: tuple[int, ...] = ()
+    if runtime_step and runtime:
+        newest = max([runtime_step.needed] + [v for e in built if e is not runtime and (v := e.newest("GLIBCXX"))])
+        if runtime_step.spec.vendor == "always":
+            newest = max(newest, runtime.newest_provided("GLIBCXX") or newest)
+        libstdcxx, needed = runtime_step.dest, tuple(newest)
+    distributions: tuple[Distribution, ...] = ()
+    lazy: tuple[str, ...] = ()
+    if vendored:
+        distributions = tuple(Distribution(s.name, s.version, s.range, s.modules) for s in vendored.shares
+                              if not s.not_served)
+        modules = {m for share in vendored.shares for m in share.modules}
+        lazy = tuple(sorted(m for m in LAZY if m in modules))
+    return BootstrapConfig(label=f"{plan.name} {plan.version}", conflicts=step.conflicts, env=step.runtime_env,
+                           libstdcxx=libstdcxx, glibcxx_needed=needed, deps=DEPS_DIR if vendored else None,
+                           distributions=distributions, lazy=lazy)
+
+
+def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: BootstrapConfig,
+                       vendored: VendoredResult | None) -> list[NewMember]:
+    source = (importlib.resources.files("retfwheel.bootstrap") / "retf_bootstrap.py").read_bytes()
+    check_bootstrap_schema(source, "bootstrap/retf_bootstrap.py")
+    try:
+        patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config.to_json()), step.init_name)
+        if step.ops_library:  # before the 1.x API block, which picks sparse Adam by whether they are registered
+            patched = append(patched, ops_block(BOOTSTRAP_MODULE, {"library": step.ops_library, "label": config.label}),
+                             step.init_name)
+        if step.api == "v1":
+            patched = append(patched, api_block(BOOTSTRAP_MODULE, {"v1_sparse_adam": step.v1_sparse_adam}), step.init_name)
+    except InjectionError as exc:
+        raise WheelFormatError(str(exc)) from exc
+    members = [
+        NewMember(step.init_name, patched),
+        NewMember(BOOTSTRAP_MODULE.replace(".", "/") + ".py", source),
+    ]
+    if step.api == "v1":
+        members.append(NewMember(f"{PACKAGE}/contrib/__init__.py", _CONTRIB))
+    scripts, module = _scripts(step, vendored)
+    if step.entry_points_name is not None or scripts:
+        members.append(NewMember(step.entry_points_name or f"{plan.dist_info}/entry_points.txt", scripts))
+    if module:
+        members.append(NewMember(SCRIPTS_MODULE.replace(".", "/") + ".py", module))
+    return members
+
+
+def _scripts(step: InjectBootstrap, vendored: VendoredResult | None) -> tuple[bytes, bytes | None]:
+    """entry_points.txt of the output, and the module its rerouted scripts call (if any).
+
+    Scripts of TensorFlow itself import tensorflow first, so they pass through the bootstrap
+    anyway. Scripts that start in another package are rerouted through a shim that imports
+    tensorflow first, unless the target environment owns that script name (then it is not claimed,
+    so uninstalling this wheel never deletes the environment's script).
+    """
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
+    if step.entry_points_source:
+        parser.read_string(step.entry_points_source.decode("utf-8"))
+    if not parser.has_section("console_scripts"):
+        parser.add_section("console_scripts")
+    scripts = parser["console_scripts"]
+    rerouted: dict[str, str] = {}
+    for name in list(scripts):
+        target = scripts[name].strip()
+        module = target.split(":")[0].strip()
+        if module == PACKAGE or module.startswith(PACKAGE + "."):
+            continue
+        del scripts[name]
+        if name not in step.environment_scripts:
+            rerouted[name] = target
+    available = vendored.entry_points if vendored else {}
+    for script, published in sorted(step.scripts.items()):
+        if script not in available:
+            raise RecipeError([f"[deps] scripts: no vendored distribution declares a console script '{script}'"])
+        if published in step.environment_scripts:
+            raise RecipeError([f"[deps] scripts: '{published}' is owned by the target environment; publish it under another name"])
+        rerouted[published] = available[script]
+    functions = []
+    for published, target in sorted(rerouted.items()):
+        function = "script_" + re.sub(r"\W", "_", published)
+        scripts[published] = f"{SCRIPTS_MODULE}:{function}"
+        functions.append(f"\n\ndef {function}():\n    return _run({target.strip()!r})\n")
+    text = io.StringIO()
+    parser.write(text)
+    entry_points = text.getvalue().encode("utf-8")
+    if not functions:
+        return entry_points, None
+    return entry_points, (_SHIM + "".join(functions)).encode("utf-8")
+
+
+_CONTRIB = b'''"""tf.contrib is not part of TensorFlow 2.x; importing it says what replaced it."""
+from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
+
+raise ImportError(CONTRIB_MESSAGE)
+'''
+
+_SHIM = '''"""Console scripts of packages vendored by retfwheel. Each imports tensorflow first, whose bootstrap
+routes the vendored packages, then runs the script. Generated; do not edit."""
+import importlib
+
+
+def _run(target):
+    import tensorflow  # noqa: F401
+    module, _, attribute = target.partition(":")
+    function = importlib.import_module(module.strip())
+    for part in attribute.strip().split("."):
+        function = getattr(function, part)
+    return function()
+'''
