@@ -1,133 +1,95 @@
 """Compile the retf op library against one installed TensorFlow (a developer build).
 
-    python3 ops/build_dev.py --site /tmp/tf26/lib/python3.6/site-packages --out ops/retf/_retf_ops.so
+    python ops/build_dev.py --site /tmp/tf26/lib/python3.6/site-packages --out /tmp/retf_build/retf/_retf_ops.so
 
-Sources and flags come from ops/build.json. Everything is derived from the TensorFlow under
---site (headers, framework library, its version and C++ string ABI); that TensorFlow is never
-imported, so any Python 3 can run this. Writes the library and, beside it, _build_info.json.
+Everything is derived from the TensorFlow under --site (headers, framework library, its version, C++
+string ABI, C++ standard and allocator alignment) by the same code the shipped build uses
+(retfwheel.build.oplib and retfwheel.native.elf), and the command comes from ops/build.json as there.
+That TensorFlow is never imported. Run it with the tool's Python (`.venv/bin/python` after
+`make setup`). Writes the library and, beside it, _build_info.json.
 """
 
 import argparse
-import concurrent.futures
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
+from pathlib import Path
 
-OPS = os.path.dirname(os.path.abspath(__file__))
-CONFIG = os.path.join(OPS, "build.json")
+from retfwheel.build.oplib import build_info, compile_command, flags_for, op_sources
+from retfwheel.errors import RetfError
+from retfwheel.native.elf import read_elf
+from retfwheel.wheelfile.archive import MemberView
+
+OPS = Path(__file__).resolve().parent
 FRAMEWORK = "libtensorflow_framework.so.2"
-# A framework function returning std::string: its mangled name carries the [abi:cxx11] tag
-# exactly when the library was built with _GLIBCXX_USE_CXX11_ABI=1.
-ABI_PROBES = {
-    b"_ZN10tensorflow14DataTypeStringB5cxx11ENS_8DataTypeE": 1,
-    b"_ZN10tensorflow14DataTypeStringENS_8DataTypeE": 0,
-}
 
 
 class BuildError(Exception):
     """A build that cannot go on; the message says what and what to do."""
 
 
-def read_config(path=CONFIG):
-    """The sources and flag templates of ops/build.json."""
-    with open(path) as stream:
-        return json.load(stream)
-
-
-def tensorflow_version(include_dir):
-    """The version in the wheel's tensorflow/core/public/version.h, e.g. '2.6.2'."""
-    header = os.path.join(include_dir, "tensorflow", "core", "public", "version.h")
+def tensorflow_version(include_dir: Path) -> str:
+    """The version in tensorflow/core/public/version.h, e.g. '2.6.2'."""
+    header = include_dir / "tensorflow" / "core" / "public" / "version.h"
     try:
-        with open(header) as stream:
-            text = stream.read()
+        text = header.read_text()
     except OSError as exc:
-        raise BuildError("cannot read {}: {}; is --site a site-packages with TensorFlow?".format(header, exc)) from exc
+        raise BuildError(f"cannot read {header}: {exc}; is --site a site-packages with TensorFlow?") from exc
     fields = dict(re.findall(r"#define TF_(MAJOR_VERSION|MINOR_VERSION|PATCH_VERSION|VERSION_SUFFIX) (\S+)", text))
     try:
         return "{}.{}.{}{}".format(fields["MAJOR_VERSION"], fields["MINOR_VERSION"], fields["PATCH_VERSION"],
                                    fields.get("VERSION_SUFFIX", '""').strip('"'))
     except KeyError as exc:
-        raise BuildError("{}: no TF_{} define".format(header, exc.args[0])) from exc
+        raise BuildError(f"{header}: no TF_{exc.args[0]} define") from exc
 
 
-def cxx11_abi(framework_path):
-    """0 or 1: the _GLIBCXX_USE_CXX11_ABI the framework library was compiled with."""
-    with open(framework_path, "rb") as stream:
-        data = stream.read()
-    found = {abi for probe, abi in ABI_PROBES.items() if probe in data}
-    if len(found) != 1:
-        raise BuildError("cannot tell the C++ string ABI of {}; pass --cxx11-abi 0 or 1".format(framework_path))
-    return found.pop()
+def cxx11_abi(framework: Path) -> int | None:
+    """The _GLIBCXX_USE_CXX11_ABI of the framework library, as the shipped build reads it (its symbols)."""
+    data = framework.read_bytes()
+    return read_elf(framework.name, MemberView(iter([data]), len(data)), string_abi=True).cxx11_abi
 
 
-def make_commands(config, site, out, cxx, abi, objects_dir):
-    """The compile commands (one per source) and the link command."""
-    tensorflow_dir = os.path.join(site, "tensorflow")
-    values = {"include": os.path.join(tensorflow_dir, "include"), "framework_dir": tensorflow_dir, "abi": abi}
-    compile_flags = [flag.format(**values) for flag in config["compile_flags"]]
-    link_flags = [flag.format(**values) for flag in config["link_flags"]]
-    compiles, objects = [], []
-    for source in config["sources"]:
-        target = os.path.join(objects_dir, os.path.basename(source) + ".o")
-        compiles.append([cxx, *compile_flags, "-c", os.path.join(OPS, source), "-o", target])
-        objects.append(target)
-    link = [cxx, *compile_flags, *objects, "-o", out, *link_flags]
-    return compiles, link
-
-
-def run(command):
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+def build(site: Path, out: Path, cxx: str, abi: int | None = None, verbose: bool = False):
+    """Compile and link the library to ``out``, then write the build-info file beside it."""
+    tensorflow = site / "tensorflow"
+    framework = tensorflow / FRAMEWORK
+    if not framework.is_file():
+        raise BuildError(f"no {FRAMEWORK} under {tensorflow}; is --site the site-packages of a TensorFlow 2 install?")
+    version = tensorflow_version(tensorflow / "include")
+    allocator = tensorflow / "include" / "tensorflow" / "core" / "framework" / "allocator.h"
+    try:
+        flags = flags_for(version, cxx11_abi(framework) if abi is None else abi,
+                          allocator.read_bytes() if allocator.is_file() else None, str(site))
+    except RetfError as exc:
+        raise BuildError(f"{exc}; pass --cxx11-abi 0 or 1 if the ABI is the problem") from exc
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = compile_command(op_sources(), flags, cxx, include=tensorflow / "include", framework=tensorflow,
+                              output=str(out.resolve()))
+    if verbose:
+        print(" ".join(command), file=sys.stderr)
+    result = subprocess.run(command, cwd=OPS, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if result.returncode != 0:
-        raise BuildError("{} failed:\n{}".format(" ".join(command), result.stdout[-6000:]))
+        raise BuildError(f"{' '.join(command)} failed:\n{result.stdout[-6000:]}")
+    (out.parent / "_build_info.json").write_bytes(build_info(version, f"{cxx} (developer build)", flags))
+    return version, flags
 
 
-def build(site, out, cxx, abi=None, jobs=2, verbose=False):
-    """Compile and link the library to out, then write the build-info file beside it."""
-    framework = os.path.join(site, "tensorflow", FRAMEWORK)
-    if not os.path.isfile(framework):
-        raise BuildError("no {} under {}/tensorflow; is --site the site-packages of a TensorFlow 2 install?".format(
-            FRAMEWORK, site))
-    version = tensorflow_version(os.path.join(site, "tensorflow", "include"))
-    if abi is None:
-        abi = cxx11_abi(framework)
-    config = read_config()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with tempfile.TemporaryDirectory() as objects_dir:
-        partial = os.path.join(objects_dir, os.path.basename(out))
-        compiles, link = make_commands(config, site, partial, cxx, abi, objects_dir)
-        if verbose:
-            for command in compiles + [link]:
-                print(" ".join(command), file=sys.stderr)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            list(pool.map(run, compiles))
-        run(link)
-        shutil.move(partial, out)
-    info_path = os.path.join(os.path.dirname(os.path.abspath(out)), os.path.basename(config["build_info"]))
-    with open(info_path, "w") as stream:
-        json.dump({"tensorflow_version": version, "cxx11_abi": abi}, stream, indent=2, sort_keys=True)
-        stream.write("\n")
-    return version, abi
-
-
-def main():
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--site", required=True, help="site-packages holding the target tensorflow/")
-    parser.add_argument("--out", default=os.path.join(OPS, "retf", "_retf_ops.so"), help="library to write")
+    parser.add_argument("--site", required=True, type=Path, help="site-packages holding the target tensorflow/")
+    parser.add_argument("--out", default=OPS / "retf" / "_retf_ops.so", type=Path, help="library to write")
     parser.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (default $CXX or g++)")
     parser.add_argument("--cxx11-abi", type=int, choices=(0, 1), help="override the detected string ABI")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel compiles")
-    parser.add_argument("--verbose", action="store_true", help="print the commands")
+    parser.add_argument("--verbose", action="store_true", help="print the command")
     args = parser.parse_args()
     try:
-        version, abi = build(os.path.abspath(args.site), args.out, args.cxx, args.cxx11_abi, args.jobs, args.verbose)
+        version, flags = build(args.site.resolve(), args.out, args.cxx, args.cxx11_abi, args.verbose)
     except BuildError as exc:
-        print("ERROR: {}".format(exc), file=sys.stderr)
+        print(f"ERROR: {exc}", file=sys.stderr)
         sys.exit(1)
-    print("built {} for TensorFlow {} (_GLIBCXX_USE_CXX11_ABI={})".format(args.out, version, abi))
+    print(f"built {args.out} for TensorFlow {version} (-std={flags.std}, _GLIBCXX_USE_CXX11_ABI={flags.cxx11_abi}, "
+          f"EIGEN_MAX_ALIGN_BYTES={flags.eigen_align})")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ Progress = Callable[[str], None]
 LIBRARY_DIR = "retf"
 OPS_LIBRARY = f"{LIBRARY_DIR}/_retf_ops.so"
 _SDK_PREFIX = "tensorflow/include/"
+ALLOCATOR_HEADER = "tensorflow/include/tensorflow/core/framework/allocator.h"
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,22 @@ class OpFlags:
 
 def derive_flags(archive: Archive, tensorflow_version: str, cxx11_abi: int | None) -> OpFlags:
     """The flags a custom op for this wheel needs, read from the wheel itself."""
+    allocator = archive.member(ALLOCATOR_HEADER)
+    return flags_for(tensorflow_version, cxx11_abi, read_content(archive, allocator) if allocator else None,
+                     str(archive.path))
+
+
+def flags_for(tensorflow_version: str, cxx11_abi: int | None, allocator_header: bytes | None, where: str) -> OpFlags:
+    """The one derivation of the op library's flags (the shipped build and ops/build_dev.py both use it):
+    the C++ standard from the version, the string ABI from the framework library's symbols (see
+    native.elf), EIGEN_MAX_ALIGN_BYTES from the allocator's alignment."""
     if cxx11_abi is None:
-        raise OpBuildError(f"{archive.path}: cannot tell which std::string ABI libtensorflow_framework uses")
-    allocator = archive.member("tensorflow/include/tensorflow/core/framework/allocator.h")
-    match = re.search(rb"kAllocatorAlignment\s*=\s*(\d+)", read_content(archive, allocator)) if allocator else None
+        raise OpBuildError(f"{where}: cannot tell which std::string ABI libtensorflow_framework uses")
+    match = re.search(rb"kAllocatorAlignment\s*=\s*(\d+)", allocator_header) if allocator_header else None
     if match is None:
-        raise OpBuildError(f"{archive.path}: no tensorflow/include/.../allocator.h with kAllocatorAlignment; are the headers shipped?")
+        raise OpBuildError(f"{where}: no {ALLOCATOR_HEADER} with kAllocatorAlignment; are the headers shipped?")
     major, minor = (int(p) for p in re.findall(r"\d+", tensorflow_version)[:2])
-    return OpFlags("c++17" if (major, minor) >= (2, 10) else "c++14", cxx11_abi, int(match.group(1)))
+    return OpFlags("c++17" if (major, minor) >= (2, 10) else "c++14", int(cxx11_abi), int(match.group(1)))
 
 
 def op_sources() -> dict:
@@ -93,10 +102,10 @@ def compile_library(archive: Archive, input_sha256: str, flags: OpFlags, builder
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             (work / name).write_bytes(data)
         if builder == "host":
-            command = _command(spec, flags, compiler, include=sdk / "tensorflow" / "include", framework=sdk / "tensorflow")
+            command = compile_command(spec, flags, compiler, include=sdk / "tensorflow" / "include", framework=sdk / "tensorflow")
             result = subprocess.run(command, cwd=work, capture_output=True, text=True)
         else:
-            result = _compile_in_root(spec, flags, compiler, suite, cache, sdk, work)
+            result = _compile_in_root(spec, flags, compiler, suite, cache, sdk, work, key)
         if result.returncode != 0:
             errors = [line for line in result.stderr.splitlines() if "error" in line] or result.stderr.splitlines()[-3:]
             raise OpBuildError(f"compiling the op library failed: {errors[0] if errors else 'no output'}")
@@ -113,12 +122,14 @@ def build_info(tensorflow_version: str, identity: str, flags: OpFlags) -> bytes:
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 
 
-def _command(spec: dict, flags: OpFlags, compiler: str, include: Path, framework: Path) -> list[str]:
-    values = {"include": str(include), "framework_dir": str(framework), "abi": str(flags.cxx11_abi)}
-    compile_flags = [f.format(**values) for f in spec["compile_flags"] if not f.startswith(("-std=", "-DEIGEN_MAX_ALIGN_BYTES"))]
-    compile_flags += [f"-std={flags.std}", f"-DEIGEN_MAX_ALIGN_BYTES={flags.eigen_align}"]
+def compile_command(spec: dict, flags: OpFlags, compiler: str, include: Path, framework: Path,
+                    output: str = "_retf_ops.so") -> list[str]:
+    """The one command that builds the library from ops/build.json (run in a copy of ops/)."""
+    values = {"include": str(include), "framework_dir": str(framework), "abi": str(flags.cxx11_abi),
+              "std": flags.std, "eigen_align": str(flags.eigen_align)}
+    compile_flags = [f.format(**values) for f in spec["compile_flags"]]
     link_flags = [f.format(**values) for f in spec["link_flags"]]
-    return [compiler, *compile_flags, *spec["sources"], "-o", "_retf_ops.so", *link_flags]
+    return [compiler, *compile_flags, *spec["sources"], "-o", output, *link_flags]
 
 
 def _sdk(archive: Archive, input_sha256: str, cache: Path, progress: Progress) -> Path:
@@ -174,15 +185,19 @@ def build_root(suite: str, cache: Path, progress: Progress) -> Path:
     return root
 
 
-def _compile_in_root(spec: dict, flags: OpFlags, compiler: str, suite: str, cache: Path, sdk: Path, work: Path):
+def _compile_in_root(spec: dict, flags: OpFlags, compiler: str, suite: str, cache: Path, sdk: Path, work: Path,
+                     key: str):
+    # The folder is named by the build's key, not at random: the headers' paths end up in the library
+    # (__FILE__ in TensorFlow's inline code), so a random name made every build's bytes different.
     root = cache / "roots" / suite
-    inside = root / "build" / work.name
+    inside = root / "build" / key
     try:
+        shutil.rmtree(inside, ignore_errors=True)
         shutil.copytree(work, inside)
         shutil.copytree(sdk / "tensorflow", inside / "tensorflow", symlinks=True)
-        command = _command(spec, flags, compiler, include=Path("/build") / work.name / "tensorflow" / "include",
-                           framework=Path("/build") / work.name / "tensorflow")
-        script = f"cd /build/{work.name} && " + " ".join(shlex.quote(c) for c in command)
+        command = compile_command(spec, flags, compiler, include=Path("/build") / key / "tensorflow" / "include",
+                                  framework=Path("/build") / key / "tensorflow")
+        script = f"cd /build/{key} && " + " ".join(shlex.quote(c) for c in command)
         result = subprocess.run(["chroot", str(root), "sh", "-c", script], capture_output=True, text=True)
         if result.returncode == 0:
             shutil.copy(inside / "_retf_ops.so", work / "_retf_ops.so")
