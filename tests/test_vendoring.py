@@ -17,6 +17,7 @@ from retfwheel.target.lock import (
     read_lock,
     requirements_digest,
     vendored_requirements,
+    wheel_scripts,
 )
 from retfwheel.target.recipe import load_recipe
 from retfwheel.wheelfile.record import file_sha256
@@ -70,7 +71,7 @@ def vendoring(tmp_path, libs, make_recipe, dep_wheel):
         recipe_path = make_recipe(extra=DEPS.format(runtime=runtime))
         wheel = read_wheel(source)
         requirements = vendored_requirements(wheel, ("six",))
-        package = LockedPackage("numpy", "1.19.5", dep_wheel.name, file_sha256(dep_wheel), "wheel")
+        package = LockedPackage("numpy", "1.19.5", dep_wheel.name, file_sha256(dep_wheel), "wheel", wheel_scripts(dep_wheel))
         lock = Lock(recipe_path.with_suffix(".lock"), "test-py36", "tensorflow-cpu==2.6.2", requirements_digest(requirements), (package,))
         lock.path.write_text(format_lock(lock))
         cache = tmp_path / "cache"
@@ -121,11 +122,12 @@ def test_console_scripts_go_through_the_bootstrap(vendoring, tmp_path):
     compile(shim, "shim", "exec")
 
 
-def test_unknown_vendored_script_is_a_recipe_error(vendoring, tmp_path):
+def test_unknown_vendored_script_is_a_recipe_error_before_anything_is_fetched(vendoring, tmp_path):
     source, recipe_path, cache = vendoring()
+    assert read_lock(recipe_path.with_suffix(".lock")).packages[0].scripts == ("fakeboard",)
     recipe_path.write_text(recipe_path.read_text().replace("fakeboard = ", "nosuch = "))
     with pytest.raises(RecipeError, match="no vendored distribution declares a console script 'nosuch'"):
-        build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
+        build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache, dry_run=True)
 
 
 def test_cached_file_that_drifted_is_refused(vendoring, tmp_path, dep_wheel):

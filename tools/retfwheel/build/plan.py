@@ -20,12 +20,12 @@ from packaging.version import Version
 
 from retfwheel.build.injection import InjectionError, bootstrap_block, inject
 from retfwheel.build.oplib import OPS_LIBRARY, OpFlags
-from retfwheel.errors import AlreadyProcessedError, TargetMismatchError, WheelFormatError
+from retfwheel.errors import AlreadyProcessedError, RecipeError, TargetMismatchError, WheelFormatError
 from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.inspection import Inspection, require_tensorflow
 from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
 from retfwheel.native.verdict import Fit, bundled_libraries
-from retfwheel.target.lock import Lock, vendored_requirements
+from retfwheel.target.lock import Lock, locked_scripts, vendored_requirements
 from retfwheel.target.recipe import Recipe, RuntimeSpec, Target
 from retfwheel.wheelfile.archive import Archive, Member
 from retfwheel.wheelfile.metadata import rewrite_headers
@@ -166,6 +166,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
     if recipe.deps and recipe.deps.vendor:
         if lock is None:
             raise TargetMismatchError(f"{recipe.path}: [deps] vendor = true needs a lock file ({recipe.deps.lock})")
+        _check_scripts(recipe, lock)
         steps.append(VendorDependencies(lock, DEPS_DIR))
         drop_requirements = {str(canonicalize_name(r.name)) for r in vendored_requirements(wheel, recipe.deps.leave)}
     entry_points = f"{wheel.dist_info}/entry_points.txt"
@@ -228,6 +229,20 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
         source_wheel_file=wheel.wheel_file,
     )
     return with_tags(plan, platforms)
+
+
+def _check_scripts(recipe: Recipe, lock: Lock) -> None:
+    """Refuse now a [deps] scripts entry no locked distribution declares (locks list their scripts)."""
+    assert recipe.deps is not None
+    declared = locked_scripts(lock)
+    if not declared:
+        return  # a lock written before locks listed scripts: the finish stage checks the unpacked wheels
+    problems = [f"[deps] scripts: no vendored distribution declares a console script '{script}'"
+                for script in sorted(recipe.deps.scripts or {}) if script not in declared]
+    problems += [f"[deps] scripts: '{published}' is owned by the target environment; publish it under another name"
+                 for published in sorted((recipe.deps.scripts or {}).values()) if published in recipe.deps.environment_scripts]
+    if problems:
+        raise RecipeError([f"{recipe.path}: {p}" for p in problems])
 
 
 def _trial_injection(source: bytes, where: str) -> None:

@@ -8,6 +8,7 @@ built into a wheel with the target's interpreter at build time.
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import re
 import shutil
@@ -25,8 +26,9 @@ from retfwheel.errors import FetchError, RecipeError
 from retfwheel.process import last_line
 from retfwheel.target.fetch import pip_target_options
 from retfwheel.target.recipe import Recipe, tomllib
+from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.record import file_sha256
-from retfwheel.wheelfile.wheel import WheelInfo
+from retfwheel.wheelfile.wheel import WheelInfo, read_wheel
 
 LOCK_VERSION = 1
 Progress = Callable[[str], None]
@@ -39,6 +41,7 @@ class LockedPackage:
     filename: str
     sha256: str
     kind: str  # "wheel", or "sdist" (built into a wheel for the target at build time)
+    scripts: tuple[str, ...] = ()  # console scripts the distribution declares (a wheel's entry_points.txt)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ def format_lock(lock: Lock) -> str:
             f'sha256 = "{package.sha256}"',
             f'kind = "{package.kind}"',
         ]
+        if package.scripts:
+            lines.append("scripts = [" + ", ".join(f'"{name}"' for name in package.scripts) + "]")
     return "\n".join(lines) + "\n"
 
 
@@ -102,7 +107,8 @@ def read_lock(path: Path) -> Lock:
     packages = []
     for index, raw in enumerate(data.get("package", [])):
         try:
-            package = LockedPackage(**{k: str(raw[k]) for k in ("name", "version", "filename", "sha256", "kind")})
+            package = LockedPackage(**{k: str(raw[k]) for k in ("name", "version", "filename", "sha256", "kind")},
+                                    scripts=tuple(str(s) for s in raw.get("scripts", ())))
         except KeyError as exc:
             problems.append(f"{path}: [[package]] #{index + 1} lacks '{exc.args[0]}'")
             continue
@@ -114,13 +120,18 @@ def read_lock(path: Path) -> Lock:
     return Lock(path, str(head.get("recipe", "")), str(head.get("input", "")), str(head.get("requirements_sha256", "")), tuple(packages))
 
 
-def check_lock(lock: Lock, wheel: WheelInfo, requirements: list[Requirement]) -> None:
+def check_lock(lock: Lock, wheel: WheelInfo, requirements: list[Requirement], recipe_path: Path | None = None) -> None:
     """Refuse a lock made for other requirements than the input's."""
     if lock.requirements_sha256 != requirements_digest(requirements):
         raise RecipeError(
             [f"{lock.path}: made for {lock.input}, whose requirements differ from {wheel.filename}'s"],
-            hint=f"re-lock: retfwheel lock --recipe <recipe> {wheel.filename}",
+            hint=f"re-lock: retfwheel lock --recipe {recipe_path or lock.path.with_suffix('.toml')} {wheel.path}",
         )
+
+
+def locked_scripts(lock: Lock) -> frozenset[str]:
+    """Every console script the locked distributions declare."""
+    return frozenset(script for package in lock.packages for script in package.scripts)
 
 
 def resolve_lock(wheel: WheelInfo, recipe: Recipe, target_python: Path, progress: Progress) -> Lock:
@@ -156,7 +167,19 @@ def _pin_file(name: str, version: str, recipe: Recipe, folder: Path) -> LockedPa
         path, kind = download(spec, recipe, folder, sdist=False), "wheel"
     except FetchError:
         path, kind = download(spec, recipe, folder, sdist=True), "sdist"
-    return LockedPackage(name, version, path.name, file_sha256(path), kind)
+    return LockedPackage(name, version, path.name, file_sha256(path), kind, wheel_scripts(path) if kind == "wheel" else ())
+
+
+def wheel_scripts(path: Path) -> tuple[str, ...]:
+    """The console scripts a wheel file declares in its entry_points.txt."""
+    wheel = read_wheel(path)
+    member = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
+    if member is None:
+        return ()
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
+    parser.read_string(read_content(wheel.archive, member).decode("utf-8"))
+    return tuple(sorted(parser["console_scripts"])) if parser.has_section("console_scripts") else ()
 
 
 def download(spec: str, recipe: Recipe, folder: Path, *, sdist: bool) -> Path:
