@@ -17,8 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
-from retfwheel.target.fetch import cache_root, fetch_default_input  # noqa: E402
-from retfwheel.target.recipe import load_recipe  # noqa: E402
+from retfwheel.targets.fetch import cache_root, fetch_default_input  # noqa: E402
+from retfwheel.targets.recipe import load_recipe  # noqa: E402
 
 
 def timed(command: list[str], repeat: int) -> float:

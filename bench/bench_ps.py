@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster  # noqa: E402
-from retfwheel.target.environment import Environment, emulated_command, prepare_environment  # noqa: E402
-from retfwheel.target.fetch import cache_root  # noqa: E402
-from retfwheel.target.recipe import load_recipe  # noqa: E402
+from retfwheel.targets.environment import Environment, emulated_command, prepare_environment  # noqa: E402
+from retfwheel.targets.fetch import cache_root  # noqa: E402
+from retfwheel.targets.recipe import load_recipe  # noqa: E402
 
 PROBES = REPO / "probes"
 TF115_RECIPE = REPO / "recipes" / "emulated-py36.toml"

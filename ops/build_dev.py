@@ -4,7 +4,7 @@
 
 Everything is derived from the TensorFlow under --site (headers, framework library, its version, C++
 string ABI, C++ standard and allocator alignment) by the same code the shipped build uses
-(retfwheel.build.oplib and retfwheel.native.elf), and the command comes from ops/build.json as there.
+(retfwheel.stages.oplib and retfwheel.native.elf), and the command comes from ops/build.json as there.
 That TensorFlow is never imported. Run it with the tool's Python (`.venv/bin/python` after
 `make setup`). Writes the library and, beside it, _build_info.json.
 """
@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from retfwheel.build.oplib import build_info, compile_command, flags_for, op_sources
 from retfwheel.errors import RetfError
 from retfwheel.native.elf import read_elf
+from retfwheel.stages.oplib import build_info, compile_command, flags_for, op_sources
 from retfwheel.wheelfile.archive import MemberView
 
 OPS = Path(__file__).resolve().parent

@@ -135,7 +135,7 @@ def run_cli(*args):
 @pytest.fixture(scope="session")
 def python36():
     from retfwheel.errors import InputFileError
-    from retfwheel.target.interpreter import find_python
+    from retfwheel.targets.interpreter import find_python
 
     try:
         return find_python((3, 6))
@@ -145,8 +145,8 @@ def python36():
 
 @pytest.fixture(scope="session")
 def real_wheel():
-    from retfwheel.target.fetch import cache_root, fetch_default_input
-    from retfwheel.target.recipe import load_recipe
+    from retfwheel.targets.fetch import cache_root, fetch_default_input
+    from retfwheel.targets.recipe import load_recipe
 
     return fetch_default_input(load_recipe(RECIPES / "emulated-py36.toml"), cache_root())
 

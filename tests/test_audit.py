@@ -4,12 +4,12 @@ import dataclasses
 
 import pytest
 
-from retfwheel.build.audit import audit_wheel
-from retfwheel.build.pipeline import output_elves
-from retfwheel.build.plan import NewMember, make_plan
 from retfwheel.errors import AuditError
 from retfwheel.native.inspection import inspect_wheel
-from retfwheel.target.recipe import load_recipe
+from retfwheel.stages.audit import audit_wheel
+from retfwheel.stages.pipeline import output_elves
+from retfwheel.stages.plan import NewMember, make_plan
+from retfwheel.targets.recipe import load_recipe
 from retfwheel.wheelfile.writer import DEFAULT_EPOCH, write_wheel
 
 

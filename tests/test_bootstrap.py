@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from retfwheel.build.injection import bootstrap_block, inject
+from retfwheel.stages.injection import bootstrap_block, inject
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
@@ -154,8 +154,8 @@ def test_settings_of_another_schema_are_refused(python36, install):
 
 
 def test_the_tool_and_the_bootstrap_agree_on_the_schema():
-    from retfwheel.build.bootstrap_config import SCHEMA, check_bootstrap_schema
     from retfwheel.errors import AuditError
+    from retfwheel.stages.bootstrap_config import SCHEMA, check_bootstrap_schema
 
     source = (REPO / "bootstrap" / "retf_bootstrap.py").read_bytes()
     check_bootstrap_schema(source, "bootstrap/retf_bootstrap.py")

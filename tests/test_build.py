@@ -4,9 +4,9 @@ import zipfile
 
 import pytest
 
-from retfwheel.build.pipeline import build_wheel
 from retfwheel.errors import AuditError
-from retfwheel.target.recipe import load_recipe
+from retfwheel.stages.pipeline import build_wheel
+from retfwheel.targets.recipe import load_recipe
 from retfwheel.wheelfile.archive import read_archive
 from retfwheel.wheelfile.wheel import read_wheel
 
@@ -86,7 +86,7 @@ def test_dry_run_writes_nothing(tf_wheel, recipe, tmp_path):
 
 
 def test_failed_audit_leaves_nothing(tf_wheel, recipe, tmp_path, monkeypatch):
-    import retfwheel.build.pipeline as build_module
+    import retfwheel.stages.pipeline as build_module
 
     def refuse(*args, **kwargs):
         raise AuditError("audit failed: test")

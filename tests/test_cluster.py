@@ -18,9 +18,9 @@ import pytest
 
 from conftest import RECIPES, training_differences
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
-from retfwheel.target.environment import Environment, emulated_command, prepare_environment
-from retfwheel.target.fetch import cache_root
-from retfwheel.target.recipe import load_recipe
+from retfwheel.targets.environment import Environment, emulated_command, prepare_environment
+from retfwheel.targets.fetch import cache_root
+from retfwheel.targets.recipe import load_recipe
 
 pytestmark = pytest.mark.slow
 

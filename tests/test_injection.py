@@ -2,7 +2,7 @@ import ast
 
 import pytest
 
-from retfwheel.build.injection import BEGIN, END, InjectionError, bootstrap_block, inject
+from retfwheel.stages.injection import BEGIN, END, InjectionError, bootstrap_block, inject
 
 TF_HEAD = b'''# Copyright 2015 The TensorFlow Authors. All Rights Reserved.
 # ==============================================================================
@@ -75,7 +75,7 @@ def test_block_runs_once_and_leaves_no_name_behind():
 
 
 def test_finishing_blocks_go_last_in_order_and_only_once():
-    from retfwheel.build.injection import API_BEGIN, OPS_BEGIN, api_block, append, ops_block
+    from retfwheel.stages.injection import API_BEGIN, OPS_BEGIN, api_block, append, ops_block
 
     patched = inject(TF_HEAD, BLOCK, "tensorflow/__init__.py")
     patched = append(patched, ops_block("tensorflow._retf_bootstrap", {"library": "retf/_retf_ops.so"}), "init")

@@ -4,7 +4,7 @@ import pytest
 
 from factory import make_wheel, tensorflow_files
 from retfwheel.errors import RecipeError
-from retfwheel.target.lock import (
+from retfwheel.targets.lock import (
     Lock,
     LockedPackage,
     check_lock,

@@ -3,10 +3,10 @@
 import pytest
 
 from factory import make_wheel, tensorflow_files
-from retfwheel.build.plan import InjectBootstrap, NewMember, make_plan
 from retfwheel.errors import TargetMismatchError, WheelFormatError
 from retfwheel.native.inspection import inspect_wheel
-from retfwheel.target.recipe import load_recipe
+from retfwheel.stages.plan import InjectBootstrap, NewMember, make_plan
+from retfwheel.targets.recipe import load_recipe
 
 
 def plan_for(path, recipe_path):

@@ -1,7 +1,7 @@
 import pytest
 
 from retfwheel.errors import RecipeError
-from retfwheel.target.recipe import host_glibc, load_recipe
+from retfwheel.targets.recipe import host_glibc, load_recipe
 
 GOOD = """
 [target]

@@ -8,8 +8,8 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from retfwheel.build.sharing import Dependency, importable_names, sharing_table
-from retfwheel.target.recipe import load_recipe
+from retfwheel.stages.sharing import Dependency, importable_names, sharing_table
+from retfwheel.targets.recipe import load_recipe
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET = load_recipe(REPO / "recipes" / "emulated-py36.toml").target

@@ -7,10 +7,10 @@ import zipfile
 import pytest
 
 from factory import make_wheel, tensorflow_files
-from retfwheel.build.injection import injected_config
-from retfwheel.build.pipeline import build_wheel
 from retfwheel.errors import AuditError, FetchError, RecipeError
-from retfwheel.target.lock import (
+from retfwheel.stages.injection import injected_config
+from retfwheel.stages.pipeline import build_wheel
+from retfwheel.targets.lock import (
     Lock,
     LockedPackage,
     format_lock,
@@ -19,7 +19,7 @@ from retfwheel.target.lock import (
     vendored_requirements,
     wheel_scripts,
 )
-from retfwheel.target.recipe import load_recipe
+from retfwheel.targets.recipe import load_recipe
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import read_wheel
 
@@ -140,7 +140,7 @@ def test_cached_file_that_drifted_is_refused(vendoring, tmp_path, dep_wheel):
 
 
 def test_download_drift_is_refused(vendoring, tmp_path, monkeypatch, dep_wheel):
-    import retfwheel.target.lock as lock_module
+    import retfwheel.targets.lock as lock_module
 
     source, recipe_path, cache = vendoring()
     for stored in (cache / "files").rglob("*.whl"):

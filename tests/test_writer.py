@@ -3,9 +3,9 @@
 import dataclasses
 import zipfile
 
-from retfwheel.build.plan import CopyMember, NewMember, make_plan
 from retfwheel.native.inspection import inspect_wheel
-from retfwheel.target.recipe import load_recipe
+from retfwheel.stages.plan import CopyMember, NewMember, make_plan
+from retfwheel.targets.recipe import load_recipe
 from retfwheel.wheelfile.record import hash_bytes, parse_record
 from retfwheel.wheelfile.wheel import read_wheel
 from retfwheel.wheelfile.writer import DEFAULT_EPOCH, write_wheel

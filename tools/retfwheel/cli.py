@@ -12,8 +12,6 @@ from pathlib import Path
 import click
 
 from retfwheel import __version__
-from retfwheel.build.pipeline import BuildResult, build_wheel, lock_wheel
-from retfwheel.build.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
 from retfwheel.errors import InputFileError, RetfError, VerificationFailed
 from retfwheel.native.elf import FAMILIES, format_version
 from retfwheel.native.inspection import (
@@ -24,9 +22,11 @@ from retfwheel.native.inspection import (
     inspection_json,
 )
 from retfwheel.proof.verify import verify_wheel
-from retfwheel.target.environment import Environment, emulated_command, installed_versions, prepare_environment
-from retfwheel.target.fetch import cache_root, fetch_default_input
-from retfwheel.target.recipe import load_recipe
+from retfwheel.stages.pipeline import BuildResult, build_wheel, lock_wheel
+from retfwheel.stages.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
+from retfwheel.targets.environment import Environment, emulated_command, installed_versions, prepare_environment
+from retfwheel.targets.fetch import cache_root, fetch_default_input
+from retfwheel.targets.recipe import load_recipe
 
 
 class _Context:

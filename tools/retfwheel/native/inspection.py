@@ -10,14 +10,14 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from retfwheel.build.injection import injected_config
-from retfwheel.build.sharing import CORRECTIONS
 from retfwheel.errors import TargetMismatchError
 from retfwheel.native.elf import ElfInfo
 from retfwheel.native.policy import Policy, lowest_policy
 from retfwheel.native.scan import is_framework_library, scan_wheel
 from retfwheel.native.verdict import Verdict, bundled_libraries, judge_elf
-from retfwheel.target.recipe import Recipe
+from retfwheel.stages.injection import injected_config
+from retfwheel.stages.sharing import CORRECTIONS
+from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.wheel import WheelInfo, read_wheel
 

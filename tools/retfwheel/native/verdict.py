@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from retfwheel.native.elf import ElfInfo, format_version
-from retfwheel.target.recipe import Target
+from retfwheel.targets.recipe import Target
 
 
 class Fit(enum.Enum):

@@ -17,15 +17,15 @@ from typing import Callable
 
 from packaging.utils import canonicalize_name
 
-from retfwheel.build.injection import API_BEGIN
-from retfwheel.build.plan import RUNTIME_DIR
-from retfwheel.build.sharing import importable_names
 from retfwheel.errors import InputFileError
 from retfwheel.native.elf import read_elf
 from retfwheel.process import last_line
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
-from retfwheel.target.environment import Environment, emulated_command, prepare_environment
-from retfwheel.target.recipe import Recipe
+from retfwheel.stages.injection import API_BEGIN
+from retfwheel.stages.plan import RUNTIME_DIR
+from retfwheel.stages.sharing import importable_names
+from retfwheel.targets.environment import Environment, emulated_command, prepare_environment
+from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import MemberView, read_content
 from retfwheel.wheelfile.wheel import read_wheel
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from retfwheel.build.plan import BuildPlan, CopyMember
 from retfwheel.errors import OutputError
+from retfwheel.stages.plan import BuildPlan, CopyMember
 from retfwheel.wheelfile.archive import Archive, iter_raw, open_archive_file
 from retfwheel.wheelfile.record import RecordEntry, entry_for, format_record
 

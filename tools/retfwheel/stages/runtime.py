@@ -13,7 +13,7 @@ from pathlib import Path
 
 from retfwheel.errors import FetchError, InputFileError
 from retfwheel.process import last_line
-from retfwheel.target.recipe import RuntimeSpec
+from retfwheel.targets.recipe import RuntimeSpec
 from retfwheel.wheelfile.record import file_sha256
 
 _ARCH = {"x86_64": ("amd64", "x86_64-linux-gnu"), "aarch64": ("arm64", "aarch64-linux-gnu")}

@@ -18,11 +18,11 @@ from typing import Callable
 
 from packaging.utils import canonicalize_name
 
-from retfwheel.build.runtime import obtain_runtime
 from retfwheel.errors import EmulationError, FetchError, InputFileError, RecipeError
 from retfwheel.process import last_line
-from retfwheel.target.interpreter import VENV_TOOLS, find_python, pip_venv
-from retfwheel.target.recipe import Recipe
+from retfwheel.stages.runtime import obtain_runtime
+from retfwheel.targets.interpreter import VENV_TOOLS, find_python, pip_venv
+from retfwheel.targets.recipe import Recipe
 
 Progress = Callable[[str], None]
 

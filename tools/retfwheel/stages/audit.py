@@ -7,13 +7,13 @@ import dataclasses
 import zipfile
 from dataclasses import dataclass
 
-from retfwheel.build.injection import BEGIN, END
-from retfwheel.build.plan import BOOTSTRAP_MODULE, PACKAGE, BuildPlan, CopyMember, NewMember
 from retfwheel.errors import AuditError, RetfError
 from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.policy import load_policies, violations
 from retfwheel.native.verdict import Fit, bundled_libraries, judge_elf
-from retfwheel.target.recipe import Recipe, Target
+from retfwheel.stages.injection import BEGIN, END
+from retfwheel.stages.plan import BOOTSTRAP_MODULE, PACKAGE, BuildPlan, CopyMember, NewMember
+from retfwheel.targets.recipe import Recipe, Target
 from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.record import hash_bytes
 from retfwheel.wheelfile.wheel import PROVENANCE_FILE, read_wheel

@@ -13,7 +13,7 @@ from pathlib import Path
 from retfwheel.errors import FetchError
 from retfwheel.native.policy import installable_platforms
 from retfwheel.process import last_line
-from retfwheel.target.recipe import Recipe
+from retfwheel.targets.recipe import Recipe
 
 
 def cache_root(explicit: Path | None = None) -> Path:

@@ -10,11 +10,13 @@ import io
 import re
 from pathlib import Path
 
-from retfwheel.build.audit import refuse_newer_glibc
-from retfwheel.build.bootstrap_config import BootstrapConfig, Distribution, check_bootstrap_schema
-from retfwheel.build.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
-from retfwheel.build.materialize import StepResults, VendoredResult
-from retfwheel.build.plan import (
+from retfwheel.errors import RecipeError, WheelFormatError
+from retfwheel.native.elf import ElfInfo
+from retfwheel.stages.audit import refuse_newer_glibc
+from retfwheel.stages.bootstrap_config import BootstrapConfig, Distribution, check_bootstrap_schema
+from retfwheel.stages.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
+from retfwheel.stages.materialize import StepResults, VendoredResult
+from retfwheel.stages.plan import (
     BOOTSTRAP_MODULE,
     DEPS_DIR,
     PACKAGE,
@@ -27,10 +29,8 @@ from retfwheel.build.plan import (
     platform_tags,
     with_tags,
 )
-from retfwheel.build.sharing import LAZY
-from retfwheel.errors import RecipeError, WheelFormatError
-from retfwheel.native.elf import ElfInfo
-from retfwheel.target.recipe import Recipe
+from retfwheel.stages.sharing import LAZY
+from retfwheel.targets.recipe import Recipe
 
 
 def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: tuple[ElfInfo, ...],

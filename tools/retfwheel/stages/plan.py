@@ -18,15 +18,15 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from retfwheel.build.injection import InjectionError, bootstrap_block, inject
-from retfwheel.build.oplib import OPS_LIBRARY, OpFlags
 from retfwheel.errors import AlreadyProcessedError, RecipeError, TargetMismatchError, WheelFormatError
 from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.inspection import Inspection, require_tensorflow
 from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
 from retfwheel.native.verdict import Fit, bundled_libraries
-from retfwheel.target.lock import Lock, locked_scripts, vendored_requirements
-from retfwheel.target.recipe import Recipe, RuntimeSpec, Target
+from retfwheel.stages.injection import InjectionError, bootstrap_block, inject
+from retfwheel.stages.oplib import OPS_LIBRARY, OpFlags
+from retfwheel.targets.lock import Lock, locked_scripts, vendored_requirements
+from retfwheel.targets.recipe import Recipe, RuntimeSpec, Target
 from retfwheel.wheelfile.archive import Archive, Member
 from retfwheel.wheelfile.metadata import rewrite_headers
 from retfwheel.wheelfile.wheel import PROVENANCE_FILE, WheelInfo

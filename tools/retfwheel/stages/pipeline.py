@@ -11,19 +11,19 @@ from pathlib import Path
 from typing import Callable
 
 from retfwheel import __version__
-from retfwheel.build.audit import AuditReport, audit_wheel
-from retfwheel.build.finish import finish
-from retfwheel.build.materialize import materialize
-from retfwheel.build.oplib import derive_flags
-from retfwheel.build.plan import BuildPlan, CopyMember, make_plan
 from retfwheel.errors import InputFileError, OutputError, RecipeError
 from retfwheel.native.elf import ElfInfo
 from retfwheel.native.inspection import Inspection, analyse
 from retfwheel.native.scan import verified_elves
-from retfwheel.target.fetch import cache_root
-from retfwheel.target.interpreter import find_python, pip_venv
-from retfwheel.target.lock import Lock, check_lock, format_lock, read_lock, resolve_lock, vendored_requirements
-from retfwheel.target.recipe import Recipe
+from retfwheel.stages.audit import AuditReport, audit_wheel
+from retfwheel.stages.finish import finish
+from retfwheel.stages.materialize import materialize
+from retfwheel.stages.oplib import derive_flags
+from retfwheel.stages.plan import BuildPlan, CopyMember, make_plan
+from retfwheel.targets.fetch import cache_root
+from retfwheel.targets.interpreter import find_python, pip_venv
+from retfwheel.targets.lock import Lock, check_lock, format_lock, read_lock, resolve_lock, vendored_requirements
+from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import read_wheel
 from retfwheel.wheelfile.writer import build_epoch, write_wheel

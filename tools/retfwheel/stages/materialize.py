@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.build.oplib import LIBRARY_DIR, OPS_LIBRARY, build_info, compile_library, python_files
-from retfwheel.build.plan import (
+from retfwheel.errors import WheelFormatError
+from retfwheel.native.elf import ElfInfo, read_elf
+from retfwheel.native.scan import verified_elves
+from retfwheel.stages.oplib import LIBRARY_DIR, OPS_LIBRARY, build_info, compile_library, python_files
+from retfwheel.stages.plan import (
     BuildOps,
     BuildPlan,
     CopyMember,
@@ -19,13 +22,10 @@ from retfwheel.build.plan import (
     VendorDependencies,
     VendorRuntime,
 )
-from retfwheel.build.runtime import obtain_runtime
-from retfwheel.build.sharing import NOT_SERVED, Dependency, Share, importable_names, sharing_table
-from retfwheel.errors import WheelFormatError
-from retfwheel.native.elf import ElfInfo, read_elf
-from retfwheel.native.scan import verified_elves
-from retfwheel.target.lock import fetch_locked
-from retfwheel.target.recipe import Recipe
+from retfwheel.stages.runtime import obtain_runtime
+from retfwheel.stages.sharing import NOT_SERVED, Dependency, Share, importable_names, sharing_table
+from retfwheel.targets.lock import fetch_locked
+from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import Archive, MemberView, read_content
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import read_wheel

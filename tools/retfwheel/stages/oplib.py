@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.build.runtime import debian_mirror
 from retfwheel.errors import InputFileError, OpBuildError
+from retfwheel.stages.runtime import debian_mirror
 from retfwheel.wheelfile.archive import Archive, iter_content, open_archive_file, read_content
 
 Progress = Callable[[str], None]

@@ -22,7 +22,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from retfwheel.target.recipe import Target
+from retfwheel.targets.recipe import Target
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel
 
 from retfwheel.errors import FetchError, RecipeError
 from retfwheel.process import last_line
-from retfwheel.target.fetch import pip_target_options
-from retfwheel.target.recipe import Recipe, tomllib
+from retfwheel.targets.fetch import pip_target_options
+from retfwheel.targets.recipe import Recipe, tomllib
 from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import WheelInfo, read_wheel
