@@ -590,6 +590,18 @@ def sparse_adam_mode(config):
     return mode
 
 
+# Keras (private, 2.x) warns on every call of the TF 1.x layer API that TF 1.15 offered without a
+# word: tf.layers.*, layer.apply, layer.add_variable, and tf.layers.batch_normalization's advice
+# against tf.control_dependencies(UPDATE_OPS), which is the TF 1.x idiom and works.
+_INTENDED_V1_WARNINGS = r"keras\.(legacy_tf_layers|engine\.base_layer_v1)(\.|$)"
+
+
+def _quiet_intended_v1_use():
+    """In 1.x API mode, say no more than TF 1.15 said about using its API as intended."""
+    import warnings
+    warnings.filterwarnings("ignore", category=UserWarning, module=_INTENDED_V1_WARNINGS)
+
+
 def expose_v1_api(namespace, config):
     """Make the `tensorflow` module (its globals, ``namespace``) the TF 1.x API with 1.x behaviour."""
     if os.environ.get("RETF_API", "") == "2":
@@ -602,6 +614,7 @@ def expose_v1_api(namespace, config):
         if not name.startswith("__"):
             namespace[name] = getattr(v1, name)
     namespace["contrib"] = RemovedContrib()
+    _quiet_intended_v1_use()
     sparse_adam = sparse_adam_mode(config)
     if sparse_adam != "dense":
         try:

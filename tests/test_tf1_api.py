@@ -118,3 +118,38 @@ def test_opt_in_lazy_adam_leaves_untouched_rows_alone(real_wheel, python36, lazy
     report = run_in(lazy_recipe, venv, LAZY_PROBE)
     assert report == {"optimizer": "retf.train.LazyAdamStandIn", "untouched_row_moved": False,
                       "slots": ["table/Adam", "table/Adam_1"]}
+
+
+LEGACY_LAYERS = """
+import json, sys, warnings
+import tensorflow as tf
+if hasattr(tf, "placeholder"):
+    v1 = tf
+else:
+    v1 = tf.compat.v1
+    v1.disable_v2_behavior()
+x = v1.placeholder(tf.float32, [None, 4])
+h = v1.layers.dense(x, 8)
+h = v1.layers.batch_normalization(h, training=True)
+layer = v1.layers.Dense(2)
+out = layer.apply(h)
+with v1.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
+    out = tf.identity(out)
+print(json.dumps({"ok": True}))
+"""
+
+
+def test_the_1x_layer_api_used_as_intended_says_nothing(v1_venv):
+    """TF 1.15 printed no warning for tf.layers, layer.apply or UPDATE_OPS; in 1.x API mode neither does the wheel."""
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+
+    def stderr_of(**environ):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU"))}
+        env.update(environ)
+        result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_venv),
+                                 "python", "-c", LEGACY_LAYERS], capture_output=True, text=True, env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stderr
+
+    assert "UserWarning" not in stderr_of()
+    assert "`tf.layers.dense` is deprecated" in stderr_of(RETF_API="2")  # the 2.x API keeps Keras' own advice
