@@ -28,7 +28,7 @@ test: setup
 # Types and lint (rules in pyproject.toml): mypy on the tool, ruff on every Python file.
 lint: setup
 	$(BIN)/mypy tools/retfwheel
-	$(BIN)/ruff check tools tests bench probes bootstrap ops
+	$(BIN)/ruff check tools tests bench probes bootstrap contrib ops
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"

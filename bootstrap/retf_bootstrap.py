@@ -548,9 +548,10 @@ def _add_hint(error_class, explain):
 # --- the TensorFlow 1.x API -------------------------------------------------------------------
 
 CONTRIB_MESSAGE = (
-    "tf.contrib is not part of TensorFlow 2.x, which this build is. Replacements: "
+    "tf.contrib is not part of TensorFlow 2.x, which this build is; it provides tf.contrib.rnn (TF 1.x's cells and "
+    "core_rnn_cell._Linear). Replacements for the rest: "
     "tf.contrib.layers -> tf.layers / tf.keras.layers; tf.contrib.framework -> tf.train, tf.get_variable; "
-    "tf.contrib.opt.LazyAdamOptimizer -> retf.train.LazyAdamOptimizer; tf.contrib.rnn -> tf.nn.rnn_cell; "
+    "tf.contrib.opt.LazyAdamOptimizer -> retf.train.LazyAdamOptimizer; "
     "tf.contrib.data -> tf.data.experimental; tf.contrib.lookup -> tf.lookup; "
     "tf.contrib.summary -> tf.summary (tf.compat.v2.summary). See TensorFlow's guide on migrating from 1.x.")
 
@@ -565,6 +566,15 @@ class RemovedContrib(object):
 
     def __repr__(self):
         return "<tf.contrib: removed in TensorFlow 2.x>"
+
+
+def _contrib():
+    """tensorflow.contrib as the wheel ships it (the parts TF 1.x CTR code uses), or the stand-in."""
+    try:
+        import importlib
+        return importlib.import_module("tensorflow.contrib")
+    except ImportError:  # a wheel without the package: every use says what replaced it
+        return RemovedContrib()
 
 
 SPARSE_ADAM_MODES = ("dense", "fused", "lazy")
@@ -613,7 +623,7 @@ def expose_v1_api(namespace, config):
     for name in dir(v1):
         if not name.startswith("__"):
             namespace[name] = getattr(v1, name)
-    namespace["contrib"] = RemovedContrib()
+    namespace["contrib"] = _contrib()
     _quiet_intended_v1_use()
     sparse_adam = sparse_adam_mode(config)
     if sparse_adam != "dense":

@@ -143,3 +143,11 @@ def test_tolerance_rejects_lazy_adam(tf115):
     dense, lazy = tf115("embedding_adam"), tf115("embedding_adam", "lazyadam")
     assert lazy["absent_row_moved"] == 0.0
     assert len(training_differences(dense["losses"], lazy["losses"])) > len(dense["losses"]) // 2
+
+
+def test_dien_style_attention_gru_built_on_contrib_linear(tf115, wheel):
+    """`from tensorflow.contrib.rnn.python.ops.core_rnn_cell import _Linear` imports, names its variables as TF 1.15
+    does (kernel, bias) and trains the same."""
+    reference, produced = tf115("attention_gru"), wheel("attention_gru")
+    assert "interest_evolution/rnn/attention_gru_cell/gates/kernel [20, 24]" in produced["variables"]
+    assert_same_training(reference, produced, exact=("variables",))

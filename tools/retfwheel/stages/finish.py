@@ -57,6 +57,21 @@ def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: t
     return seal(plan, tuple(members), tuple(notes), input_elves + results.elves, recipe, where)
 
 
+def contrib_files() -> dict[str, bytes]:
+    """The tf.contrib package of the 1.x API mode (contrib/tf_contrib/), as {path under contrib/: bytes}."""
+    files: dict[str, bytes] = {}
+
+    def collect(folder, prefix: str) -> None:
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if entry.is_dir() and entry.name != "__pycache__":
+                collect(entry, f"{prefix}{entry.name}/")
+            elif entry.name.endswith(".py"):
+                files[prefix + entry.name] = entry.read_bytes()
+
+    collect(importlib.resources.files("retfwheel.contrib") / "tf_contrib", "")
+    return files
+
+
 def _bootstrap_notes(step: InjectBootstrap) -> list[str]:
     notes = [f"bootstrap injected into {step.init_name} ({BOOTSTRAP_MODULE})"]
     if step.ops_library:
@@ -120,7 +135,7 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: Bootstrap
         NewMember(BOOTSTRAP_MODULE.replace(".", "/") + ".py", source),
     ]
     if step.api == "v1":
-        members.append(NewMember(f"{PACKAGE}/contrib/__init__.py", _CONTRIB))
+        members += [NewMember(f"{PACKAGE}/contrib/{path}", data) for path, data in contrib_files().items()]
     scripts, module = _scripts(step, vendored)
     if step.entry_points_name is not None or scripts:
         members.append(NewMember(step.entry_points_name or f"{plan.dist_info}/entry_points.txt", scripts))
@@ -172,12 +187,6 @@ def _scripts(step: InjectBootstrap, vendored: VendoredResult | None) -> tuple[by
         return entry_points, None
     return entry_points, (_SHIM + "".join(functions)).encode("utf-8")
 
-
-_CONTRIB = b'''"""tf.contrib is not part of TensorFlow 2.x; importing it says what replaced it."""
-from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
-
-raise ImportError(CONTRIB_MESSAGE)
-'''
 
 _SHIM = '''"""Console scripts of packages vendored by retfwheel. Each imports tensorflow first, whose bootstrap
 routes the vendored packages, then runs the script. Generated; do not edit."""
