@@ -549,9 +549,9 @@ def _add_hint(error_class, explain):
 
 CONTRIB_MESSAGE = (
     "tf.contrib is not part of TensorFlow 2.x, which this build is; it provides tf.contrib.rnn (TF 1.x's cells and "
-    "core_rnn_cell._Linear). Replacements for the rest: "
+    "core_rnn_cell._Linear) and tf.contrib.opt.LazyAdamOptimizer. Replacements for the rest: "
     "tf.contrib.layers -> tf.layers / tf.keras.layers; tf.contrib.framework -> tf.train, tf.get_variable; "
-    "tf.contrib.opt.LazyAdamOptimizer -> retf.train.LazyAdamOptimizer; "
+    "tf.contrib.opt's other optimizers -> retf.train, tf.train; "
     "tf.contrib.data -> tf.data.experimental; tf.contrib.lookup -> tf.lookup; "
     "tf.contrib.summary -> tf.summary (tf.compat.v2.summary). See TensorFlow's guide on migrating from 1.x.")
 

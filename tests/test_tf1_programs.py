@@ -151,3 +151,10 @@ def test_dien_style_attention_gru_built_on_contrib_linear(tf115, wheel):
     reference, produced = tf115("attention_gru"), wheel("attention_gru")
     assert "interest_evolution/rnn/attention_gru_cell/gates/kernel [20, 24]" in produced["variables"]
     assert_same_training(reference, produced, exact=("variables",))
+
+
+def test_contrib_lazy_adam_runs_unchanged_and_trains_as_on_tf_1_15(tf115, wheel):
+    """tf.contrib.opt.LazyAdamOptimizer, unchanged: retf's fused lazy kernel on the wheel, TF 1.15.5's own there."""
+    reference, produced = tf115("embedding_adam", "lazyadam"), wheel("embedding_adam", "lazyadam")
+    assert produced["absent_row_moved"] == reference["absent_row_moved"] == 0.0  # lazy: an absent row stays put
+    assert_same_training(reference, produced)

@@ -1,7 +1,7 @@
 """tf.contrib in the 1.x API mode of a retfwheel-built TensorFlow.
 
 TensorFlow 2.x has no tf.contrib. The parts that TF 1.x recommendation code uses are provided
-here, as attributes (tf.contrib.rnn) and as module paths
+here, as attributes (tf.contrib.rnn, tf.contrib.opt.LazyAdamOptimizer) and as module paths
 (tensorflow.contrib.rnn.python.ops.core_rnn_cell); they load on first use. Every other part says
 what replaced it, on attribute access and on import. Shipped as tensorflow/contrib/ (Python 3.6,
 standard library and TensorFlow only).
@@ -12,7 +12,7 @@ import types
 
 from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
 
-PROVIDED = ("rnn",)
+PROVIDED = ("opt", "rnn")
 
 
 class _Contrib(types.ModuleType):

@@ -90,8 +90,9 @@ class LazyAdamOptimizer(_FusedSparseAdam):
 class LazyAdamStandIn(LazyAdamOptimizer):
     """LazyAdamOptimizer under AdamOptimizer's default name, "Adam".
 
-    What `v1_sparse_adam = "lazy"` installs as tf.train.AdamOptimizer: slot variables keep
-    AdamOptimizer's names, so a program's checkpoints restore either way.
+    What `v1_sparse_adam = "lazy"` installs as tf.train.AdamOptimizer, and what the 1.x API mode's
+    tf.contrib.opt.LazyAdamOptimizer is (TF 1.15's also defaults to the name "Adam"): slot variables
+    keep AdamOptimizer's names, so a program's checkpoints restore either way.
     """
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, use_locking=False, name="Adam"):
