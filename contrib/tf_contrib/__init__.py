@@ -33,10 +33,9 @@ class _RemovedParts(object):
     """Makes `import tensorflow.contrib.<part>` of a part not provided say what replaced it."""
 
     def find_spec(self, fullname, path=None, target=None):
-        parts = fullname.split(".")
-        if len(parts) >= 3 and parts[:2] == ["tensorflow", "contrib"] and parts[2] not in PROVIDED:
+        if fullname.startswith("tensorflow.contrib.") and fullname.split(".")[2] not in PROVIDED:
             raise ImportError("%s: %s" % (fullname, CONTRIB_MESSAGE), name=fullname)
-        return None
+        return None  # asked of every import in the process: the common case costs one prefix test
 
 
 sys.modules[__name__].__class__ = _Contrib
