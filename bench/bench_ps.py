@@ -22,13 +22,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
+
+from bench_models import prepare_wheel  # noqa: E402  (bench/ is on sys.path when run)
 
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster  # noqa: E402
 from retfwheel.targets.environment import Environment, emulated_command, prepare_environment  # noqa: E402
@@ -50,20 +51,6 @@ SIDES = [
 
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def kept_wheel_env(work: Path) -> Path:
-    def retfwheel(*args):
-        run = subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True,
-                             cwd=REPO)
-        if run.returncode != 0:
-            sys.exit(f"retfwheel {args[0]} failed:\n{run.stdout[-2000:]}{run.stderr[-3000:]}")
-        return run.stdout
-
-    progress("building the tf1api wheel and installing it into a copy of the old environment")
-    wheel = retfwheel("build", "--recipe", V1_RECIPE, "--out-dir", work / "wheel").strip().splitlines()[-1]
-    retfwheel("verify", wheel, "--recipe", V1_RECIPE, "--keep-env", work / "env")
-    return work / "env" / "venv"
 
 
 def train(env: Environment, optimizer: str, variables: dict, args) -> dict:
@@ -104,7 +91,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-ps-") as scratch:
-        venv = args.env or kept_wheel_env(Path(scratch))
+        venv = args.env or prepare_wheel(Path(scratch))
         tf115 = prepare_environment(load_recipe(TF115_RECIPE), cache_root(), None, progress)
         wheel_base = prepare_environment(load_recipe(V1_RECIPE), cache_root(), None, progress)
         envs = {"tf115": tf115, "wheel": Environment(venv, venv / "bin" / "python", wheel_base.system_runtime)}

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 # pip on machines with extra local indexes repeats this warning for every package it looks up.
 _NOISE = ("WARNING: Location",)
+
+
+def last_json(stdout: str) -> dict | None:
+    """The last line of ``stdout`` that is a JSON object (how probes report), or None."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
 
 
 def last_line(result: subprocess.CompletedProcess) -> str:

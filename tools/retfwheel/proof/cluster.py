@@ -5,7 +5,6 @@ programs in an emulated old environment."""
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import socket
@@ -14,6 +13,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from retfwheel.process import last_json
 
 _PR_SET_PDEATHSIG = 1
 _POLL_SECONDS = 0.05
@@ -46,13 +47,7 @@ class TaskResult:
     @property
     def json(self) -> dict | None:
         """The last JSON object line the task printed, if any."""
-        for line in reversed(self.stdout.splitlines()):
-            if line.startswith("{"):
-                try:
-                    return json.loads(line)
-                except ValueError:
-                    return None
-        return None
+        return last_json(self.stdout)
 
 
 @dataclass(frozen=True)

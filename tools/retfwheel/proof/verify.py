@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from retfwheel.errors import InputFileError
 from retfwheel.native.elf import read_elf
-from retfwheel.process import last_line
+from retfwheel.process import last_json, last_line
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
 from retfwheel.stages.injection import API_BEGIN
 from retfwheel.stages.plan import RUNTIME_DIR
@@ -361,15 +361,7 @@ def _left_behind(env: Environment, wheel) -> list[str]:
 
 
 def _json(result: subprocess.CompletedProcess) -> dict | None:
-    if result.returncode != 0:
-        return None
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
+    return last_json(result.stdout) if result.returncode == 0 else None
 
 
 def _status(name: str, passed: bool, detail: str) -> Check:

@@ -4,7 +4,6 @@ notes); `finish` combines them, purely."""
 
 from __future__ import annotations
 
-import configparser
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from retfwheel.targets.lock import fetch_locked
 from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import Archive, MemberView, read_content
 from retfwheel.wheelfile.record import file_sha256
-from retfwheel.wheelfile.wheel import read_wheel
+from retfwheel.wheelfile.wheel import console_scripts, read_wheel
 
 Progress = Callable[[str], None]
 _DROPPED_DATA = ("scripts", "headers", "data")
@@ -152,7 +151,7 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
         elves += [_renamed(elf, renamed[elf.path]) for elf in scan_elves if elf.path in renamed]
         entry = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
         if entry is not None:
-            entry_points.update(_console_scripts(read_content(wheel.archive, entry)))
+            entry_points.update(console_scripts(read_content(wheel.archive, entry)))
         modules, namespaces = importable_names(files)
         dependencies.append(Dependency(wheel.metadata_name, str(wheel.version), wheel.requires_dist,
                                        tuple(sorted(m for m in modules if m not in namespaces))))
@@ -178,13 +177,6 @@ def _vendored_name(name: str, dist_info: str, data_dir: str) -> str | None:
     if "/" not in name and name.endswith(".pth"):
         return None  # .pth files are not processed outside site-packages; namespaces are the bootstrap's job
     return name
-
-
-def _console_scripts(data: bytes) -> dict[str, str]:
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
-    parser.read_string(data.decode("utf-8"))
-    return dict(parser["console_scripts"]) if parser.has_section("console_scripts") else {}
 
 
 def _renamed(elf: ElfInfo, path: str) -> ElfInfo:

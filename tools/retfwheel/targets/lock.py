@@ -8,7 +8,6 @@ built into a wheel with the target's interpreter at build time.
 
 from __future__ import annotations
 
-import configparser
 import hashlib
 import re
 import shutil
@@ -28,7 +27,7 @@ from retfwheel.targets.fetch import pip_target_options
 from retfwheel.targets.recipe import Recipe, tomllib
 from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.record import file_sha256
-from retfwheel.wheelfile.wheel import WheelInfo, read_wheel
+from retfwheel.wheelfile.wheel import WheelInfo, console_scripts, read_wheel
 
 LOCK_VERSION = 1
 Progress = Callable[[str], None]
@@ -174,12 +173,7 @@ def wheel_scripts(path: Path) -> tuple[str, ...]:
     """The console scripts a wheel file declares in its entry_points.txt."""
     wheel = read_wheel(path)
     member = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
-    if member is None:
-        return ()
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
-    parser.read_string(read_content(wheel.archive, member).decode("utf-8"))
-    return tuple(sorted(parser["console_scripts"])) if parser.has_section("console_scripts") else ()
+    return tuple(sorted(console_scripts(read_content(wheel.archive, member)))) if member else ()
 
 
 def download(spec: str, recipe: Recipe, folder: Path, *, sdist: bool) -> Path:

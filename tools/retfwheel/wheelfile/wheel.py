@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import email.parser
 import email.policy
 from dataclasses import dataclass
@@ -18,6 +19,14 @@ from retfwheel.wheelfile.record import RecordEntry, parse_record
 PROVENANCE_FILE = "retfwheel.json"
 # Files a wheel may carry without a RECORD row: RECORD itself and its signatures.
 _UNRECORDED = ("RECORD", "RECORD.jws", "RECORD.p7s")
+
+
+def console_scripts(entry_points: bytes) -> dict[str, str]:
+    """{script: "module:attr"} of an entry_points.txt's [console_scripts] (names keep their case)."""
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(entry_points.decode("utf-8"))
+    return dict(parser["console_scripts"]) if parser.has_section("console_scripts") else {}
 
 
 @dataclass(frozen=True)
