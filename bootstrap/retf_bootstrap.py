@@ -548,12 +548,12 @@ def _add_hint(error_class, explain):
 # --- the TensorFlow 1.x API -------------------------------------------------------------------
 
 CONTRIB_MESSAGE = (
-    "tf.contrib is not part of TensorFlow 2.x, which this build is; it provides tf.contrib.rnn (TF 1.x's cells and "
-    "core_rnn_cell._Linear) and tf.contrib.opt.LazyAdamOptimizer. Replacements for the rest: "
-    "tf.contrib.layers -> tf.layers / tf.keras.layers; tf.contrib.framework -> tf.train, tf.get_variable; "
-    "tf.contrib.opt's other optimizers -> retf.train, tf.train; "
-    "tf.contrib.data -> tf.data.experimental; tf.contrib.lookup -> tf.lookup; "
-    "tf.contrib.summary -> tf.summary (tf.compat.v2.summary). See TensorFlow's guide on migrating from 1.x.")
+    "tf.contrib is not part of TensorFlow 2.x, which this build is; it provides the parts TF 1.x recommendation "
+    "code uses: tf.contrib.layers, .framework and .slim (tf_slim), .rnn, .opt's LazyAdam, AdamW, MomentumW and "
+    "MovingAverage optimizers, .data, .distribute, .estimator's heads, .summary and .feature_column's sequence "
+    "columns. Replacements for the rest: tf.contrib.lookup -> tf.lookup; tf.contrib.metrics -> tf.metrics; "
+    "tf.contrib.learn -> tf.estimator; tf.contrib.training -> tf.train, tf.data; tf.contrib.tpu -> "
+    "tf.distribute.experimental.TPUStrategy. See TensorFlow's guide on migrating from 1.x.")
 
 
 class RemovedContrib(object):

@@ -40,7 +40,7 @@ with tf.Session() as session:
     session.run(auc_update, feed)
     report.update(losses=losses, auc=float(session.run(auc)))
 try:
-    _ = tf.contrib.layers
+    _ = tf.contrib.learn  # not provided: says what replaced it
 except AttributeError as error:
     report["contrib"] = str(error)[:60]
 print(json.dumps(report))

@@ -1,10 +1,12 @@
 """tf.contrib in the 1.x API mode of a retfwheel-built TensorFlow.
 
 TensorFlow 2.x has no tf.contrib. The parts that TF 1.x recommendation code uses are provided
-here, as attributes (tf.contrib.rnn, tf.contrib.opt.LazyAdamOptimizer) and as module paths
-(tensorflow.contrib.rnn.python.ops.core_rnn_cell); they load on first use. Every other part says
-what replaced it, on attribute access and on import. Shipped as tensorflow/contrib/ (Python 3.6,
-standard library and TensorFlow only).
+here, as attributes (tf.contrib.layers.batch_norm) and as module paths
+(tensorflow.contrib.rnn.python.ops.core_rnn_cell); they load on first use. layers, framework and
+slim are tf_slim, the maintained port of TF 1.15's contrib layers; the rest is TensorFlow 2.x's own
+code under TF 1.15's names, or written here where TensorFlow 2.x has none. Every other part, and
+every name a provided part lacks, says what replaced it. Shipped as tensorflow/contrib/ (Python 3.6,
+standard library, TensorFlow and tf_slim only).
 """
 import importlib
 import sys
@@ -12,7 +14,8 @@ import types
 
 from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
 
-PROVIDED = ("opt", "rnn")
+PROVIDED = ("data", "distribute", "estimator", "feature_column", "framework", "layers", "opt", "rnn", "slim",
+            "summary")
 
 
 class _Contrib(types.ModuleType):
@@ -27,6 +30,34 @@ class _Contrib(types.ModuleType):
 
     def __repr__(self):
         return "<tf.contrib: %s from retfwheel; the rest removed in TensorFlow 2.x>" % ", ".join(PROVIDED)
+
+
+class _Part(types.ModuleType):
+    """A provided part: a name TF 1.15 had there but this build does not provide says what replaced it."""
+
+    _retf_instead = ""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError("%s.%s is not provided by this TensorFlow build; %s"
+                             % (self.__name__.replace("tensorflow.", "tf.", 1), name, self._retf_instead))
+
+
+def part(name, instead):
+    """Make the module ``name`` a provided part whose missing names point at ``instead``."""
+    module = sys.modules[name]
+    module.__class__ = _Part
+    module._retf_instead = instead
+
+
+def require_tf_slim(part_name):
+    """tf_slim, which tf.contrib.layers, .framework and .slim are, or an ImportError saying how to get it."""
+    try:
+        return importlib.import_module("tf_slim")
+    except ImportError as error:
+        raise ImportError("tf.contrib.%s is tf_slim in this TensorFlow build, and tf_slim is not installed "
+                          "(pip install 'tf-slim~=1.1.0'): %s" % (part_name, error)) from error
 
 
 class _RemovedParts(object):

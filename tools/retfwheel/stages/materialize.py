@@ -155,7 +155,7 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
         modules, namespaces = importable_names(files)
         dependencies.append(Dependency(wheel.metadata_name, str(wheel.version), wheel.requires_dist,
                                        tuple(sorted(m for m in modules if m not in namespaces))))
-    shares = sharing_table(plan.input_name, plan.input_requires, dependencies, recipe.target)
+    shares = sharing_table(plan.input_name, plan.input_requires, dependencies, recipe.target, plan.api_requires)
     notes = [f"vendored {len(dependencies)} locked distributions into {step.dest}/ (lock {step.lock.path.name}), "
              f"each served only where the environment lacks it or has it outside the range the input works with"]
     notes += [f"range of {s.name}: the input's {s.correction.pinned} taken as {s.correction.range} ({s.correction.reason})"

@@ -103,7 +103,7 @@ def _lock_for(wheel, recipe: Recipe) -> Lock | None:
     if recipe.deps is None or not recipe.deps.vendor:
         return None
     lock = read_lock(recipe.deps.lock)
-    check_lock(lock, wheel, vendored_requirements(wheel, recipe.deps.leave), recipe.path)
+    check_lock(lock, wheel, vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements), recipe.path)
     return lock
 
 

@@ -117,6 +117,7 @@ class BuildPlan:
     input_name: str
     input_version: str
     input_requires: tuple[str, ...]  # the input's Requires-Dist
+    api_requires: tuple[str, ...]  # what the API mode needs beyond it (recipe.api_requirements)
     tensorflow_version: str
     recipe_name: str
     recipe_sha256: str
@@ -168,7 +169,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
             raise TargetMismatchError(f"{recipe.path}: [deps] vendor = true needs a lock file ({recipe.deps.lock})")
         _check_scripts(recipe, lock)
         steps.append(VendorDependencies(lock, DEPS_DIR))
-        drop_requirements = {str(canonicalize_name(r.name)) for r in vendored_requirements(wheel, recipe.deps.leave)}
+        drop_requirements = {str(canonicalize_name(r.name)) for r in vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements)}
     entry_points = f"{wheel.dist_info}/entry_points.txt"
     init_name = f"{PACKAGE}/__init__.py"
     patched: set[str] = set()
@@ -212,6 +213,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
         input_name=wheel.metadata_name,
         input_version=str(wheel.version),
         input_requires=tuple(wheel.requires_dist),
+        api_requires=recipe.api_requirements,
         tensorflow_version=tf_version,
         recipe_name=recipe.name,
         recipe_sha256=recipe.sha256,

@@ -66,6 +66,9 @@ LAZY: dict[str, str] = {
 }
 
 
+API_REQUIRER = "tensorflow.contrib"  # the 1.x API mode's parts built on other distributions (tf_slim)
+
+
 @dataclass(frozen=True)
 class Dependency:
     """A vendored distribution as the build read it."""
@@ -94,12 +97,13 @@ class Share:
 
 
 def sharing_table(input_name: str, input_requires: tuple[str, ...], dependencies: list[Dependency],
-                  target: Target) -> tuple[Share, ...]:
-    """One Share per vendored distribution, sorted by name."""
+                  target: Target, api_requires: tuple[str, ...] = ()) -> tuple[Share, ...]:
+    """One Share per vendored distribution, sorted by name (``api_requires``: what the API mode adds)."""
     environment = _marker_environment(target)
     wanted: dict[str, list[tuple[str, SpecifierSet]]] = {}
     corrected: dict[str, Correction] = {}
-    for requirer, requires in [(input_name, input_requires)] + [(d.name, d.requires_dist) for d in dependencies]:
+    requirers = [(input_name, input_requires), (API_REQUIRER, api_requires)]
+    for requirer, requires in requirers + [(d.name, d.requires_dist) for d in dependencies]:
         for text in requires:
             requirement = Requirement(text)
             if requirement.marker is not None and not requirement.marker.evaluate({**environment, "extra": ""}):

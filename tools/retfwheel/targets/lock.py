@@ -56,10 +56,10 @@ class Lock:
         return frozenset(canonicalize_name(p.name) for p in self.packages)
 
 
-def vendored_requirements(wheel: WheelInfo, leave: tuple[str, ...]) -> list[Requirement]:
-    """The input's Requires-Dist, less the names the recipe leaves to the target environment."""
+def vendored_requirements(wheel: WheelInfo, leave: tuple[str, ...], added: tuple[str, ...] = ()) -> list[Requirement]:
+    """The input's Requires-Dist and ``added`` (its API mode's), less the names left to the target environment."""
     left = {canonicalize_name(n) for n in leave}
-    requirements = [Requirement(text) for text in wheel.requires_dist]
+    requirements = [Requirement(text) for text in (*wheel.requires_dist, *added)]
     return [r for r in requirements if canonicalize_name(r.name) not in left]
 
 
@@ -136,7 +136,7 @@ def locked_scripts(lock: Lock) -> frozenset[str]:
 def resolve_lock(wheel: WheelInfo, recipe: Recipe, target_python: Path, progress: Progress) -> Lock:
     """Resolve the closure with the target's interpreter and pin one file per package."""
     assert recipe.deps is not None
-    requirements = vendored_requirements(wheel, recipe.deps.leave)
+    requirements = vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements)
     with tempfile.TemporaryDirectory(prefix="retfwheel-lock-") as scratch_name:
         scratch = Path(scratch_name)
         listing = scratch / "requirements.txt"

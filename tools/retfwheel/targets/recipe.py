@@ -122,6 +122,16 @@ class Recipe:
     v1_sparse_adam: str = "dense"
     runtime_env: dict[str, str] | None = None  # environment defaults the bootstrap sets before TF loads
 
+    @property
+    def api_requirements(self) -> tuple[str, ...]:
+        """What the produced wheel's API mode needs beyond the input's own requirements."""
+        return API_REQUIREMENTS.get(self.api, ())
+
+
+# The 1.x API's tf.contrib.layers, .framework and .slim are tf_slim, the maintained port of TF 1.15's
+# contrib layers (same variable names, collections and semantics); 1.1 is its release for TF 2.x.
+API_REQUIREMENTS: dict[str, tuple[str, ...]] = {"v1": ("tf-slim~=1.1.0",)}
+
 
 def load_recipe(path: Path) -> Recipe:
     """Read and validate ``path``; raises RecipeError listing every problem."""
