@@ -158,3 +158,49 @@ def test_contrib_lazy_adam_runs_unchanged_and_trains_as_on_tf_1_15(tf115, wheel)
     reference, produced = tf115("embedding_adam", "lazyadam"), wheel("embedding_adam", "lazyadam")
     assert produced["absent_row_moved"] == reference["absent_row_moved"] == 0.0  # lazy: an absent row stays put
     assert_same_training(reference, produced)
+
+
+CONTRIB_MODELS = ("deepfm_bn", "bst", "lazyadam", "adamw", "momentumw", "moving_average")
+RESUMED_STEPS = 10  # tests/programs/checkpoints.py AFTER
+
+
+@pytest.mark.parametrize("model", CONTRIB_MODELS)
+def test_contrib_model_trains_as_on_tf_1_15(tf115, wheel, model):
+    """The program, unchanged, builds the same variables and trains the same on both sides."""
+    reference, produced = tf115("contrib_models", model), wheel("contrib_models", model)
+    assert_same_training(reference, produced, exact=("variables", "checkpoint_variables"))
+    assert produced["resumed_equal"] and produced["restored_equal"]
+    if model == "deepfm_bn":  # batch_norm's moving averages run as UPDATE_OPS; the regularizer adds its losses
+        assert produced["update_ops"] == reference["update_ops"] == 4
+        assert produced["regularization_losses"] == reference["regularization_losses"] == 2
+        assert produced["moving_mean"] == pytest.approx(reference["moving_mean"], rel=1e-4, abs=1e-6)
+        assert "deep0/BatchNorm/moving_variance [32]" in produced["variables"]
+    if model == "moving_average":
+        assert produced["swapped_holds_average"] and reference["swapped_holds_average"]
+
+
+@pytest.mark.parametrize("model", CONTRIB_MODELS)
+def test_contrib_model_checkpoints_cross_both_ways(tf115, wheel, model):
+    """TF 1.15.5's checkpoint resumes on the wheel, and the wheel's on TF 1.15.5 (a rollback), every variable and
+    slot restored by name and the losses continuing as on the side that wrote it."""
+    reference, produced = tf115("contrib_models", model), wheel("contrib_models", model)
+    forward = wheel("contrib_models", model, str(tf115.work_dir("contrib_models", model)))
+    back = tf115("contrib_models", model, str(wheel.work_dir("contrib_models", model)))
+    for resumed, writer in ((forward, reference), (back, produced)):
+        assert resumed["restored_equal"]
+        assert_same_training({"losses": writer["losses"][-RESUMED_STEPS:]}, {"losses": resumed["resumed_losses"]})
+
+
+def test_estimator_with_contrib_head_trains_evaluates_and_resumes_both_ways(tf115, wheel):
+    """tf.contrib.estimator.binary_classification_head in an Estimator model_fn: the same losses and metrics, and
+    each side continues from the other's model_dir."""
+    reference, produced = tf115("estimator_head"), wheel("estimator_head")
+    assert_same_training(reference, produced)
+    for key in ("loss", "auc", "accuracy"):
+        assert produced["evaluation"][key] == pytest.approx(reference["evaluation"][key], abs=METRIC_ATOL)
+    assert produced["evaluation"]["global_step"] == 20 and produced["resumed_evaluation"]["global_step"] == 30
+    forward = wheel("estimator_head", str(tf115.work_dir("estimator_head")))
+    back = tf115("estimator_head", str(wheel.work_dir("estimator_head")))
+    for resumed, writer in ((forward, reference), (back, produced)):
+        assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
+        assert resumed["resumed_evaluation"]["auc"] == pytest.approx(writer["resumed_evaluation"]["auc"], abs=METRIC_ATOL)

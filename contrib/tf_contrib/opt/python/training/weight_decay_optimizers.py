@@ -2,6 +2,9 @@
 
 Before each update a decayed variable loses weight_decay * its value; for a sparse gradient only the
 rows it names do, once per row. The update itself is the base optimizer's, TensorFlow's own ops.
+One difference: TF 1.15 could decay a variable while the same step's forward pass still read it (the
+decay waited for nothing), so its results varied from run to run; here the decay waits for the
+gradient, the order of the paper and of TF 1.15's runs that read the variable first.
 """
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import array_ops, control_flow_ops, math_ops, resource_variable_ops, state_ops
@@ -44,31 +47,33 @@ class DecoupledWeightDecayExtension(object):
             return math_ops.cast(self._weight_decay_tensor, var.dtype.base_dtype)
         return self._weight_decay
 
-    def _decay_dense(self, var):
+    def _decay_dense(self, var, grad):
         if not self._decays(var):
             return control_flow_ops.no_op()
-        return var.assign_sub(self._decay(var) * var, self._use_locking)
+        with ops.control_dependencies([grad]):
+            return var.assign_sub(self._decay(var) * var, self._use_locking)
 
-    def _decay_rows(self, var, indices, scatter_add):
+    def _decay_rows(self, var, grad, indices, scatter_add):
         if not self._decays(var):
             return control_flow_ops.no_op()
-        return scatter_add(var, indices, -self._decay(var) * array_ops.gather(var, indices), self._use_locking)
+        with ops.control_dependencies([grad]):
+            return scatter_add(var, indices, -self._decay(var) * array_ops.gather(var, indices), self._use_locking)
 
     def _apply_dense(self, grad, var):
-        with ops.control_dependencies([self._decay_dense(var)]):
+        with ops.control_dependencies([self._decay_dense(var, grad)]):
             return super(DecoupledWeightDecayExtension, self)._apply_dense(grad, var)
 
     def _resource_apply_dense(self, grad, var):
-        with ops.control_dependencies([self._decay_dense(var)]):
+        with ops.control_dependencies([self._decay_dense(var, grad)]):
             return super(DecoupledWeightDecayExtension, self)._resource_apply_dense(grad, var)
 
     # Optimizer sums duplicate indices before calling these, so each named row decays once.
     def _apply_sparse(self, grad, var):
-        with ops.control_dependencies([self._decay_rows(var, grad.indices, state_ops.scatter_add)]):
+        with ops.control_dependencies([self._decay_rows(var, grad.values, grad.indices, state_ops.scatter_add)]):
             return super(DecoupledWeightDecayExtension, self)._apply_sparse(grad, var)
 
     def _resource_apply_sparse(self, grad, var, indices):
-        with ops.control_dependencies([self._decay_rows(var, indices, _resource_scatter_add)]):
+        with ops.control_dependencies([self._decay_rows(var, grad, indices, _resource_scatter_add)]):
             return super(DecoupledWeightDecayExtension, self)._resource_apply_sparse(grad, var, indices)
 
 
