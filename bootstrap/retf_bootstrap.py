@@ -620,6 +620,8 @@ def expose_v1_api(namespace, config):
     from tensorflow.python.util import deprecation
     with deprecation.silence():  # TF 1.15 printed no deprecation notices at import; neither do we
         v1.disable_v2_behavior()
+    from tensorflow import _retf_keras_bridge
+    _retf_keras_bridge.apply()  # tf.keras and tensorflow.python.keras act as TF 1.15's one Keras
     for name in dir(v1):
         if not name.startswith("__"):
             namespace[name] = getattr(v1, name)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -130,6 +132,25 @@ def bionic():
 
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True)
+
+
+# Every TF program a test runs is bounded: each finishes in well under a minute here; one that hangs (as Keras inside
+# a while loop once did on the wheel) fails its test instead of stalling the suite.
+PROGRAM_TIMEOUT = 600
+
+
+def run_bounded(command: list, timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run that fails the test after ``timeout`` seconds, stopping the command and every process it
+    started (its own session), never anything else."""
+    process = subprocess.Popen([str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, **kwargs)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"still running after {timeout:.0f} s, stopped: {' '.join(map(str, command))}\n{stderr[-3000:]}")
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 @pytest.fixture(scope="session")

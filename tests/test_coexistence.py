@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import RECIPES
+from conftest import PROGRAM_TIMEOUT, RECIPES, run_bounded
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +23,8 @@ RECIPE = RECIPES / "emulated-py36-tf1api.toml"
 
 def run_in(venv: Path, *command: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(RECIPE), "--env", str(venv),
-                             *command], capture_output=True, text=True, env=env)
+    result = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(RECIPE), "--env", str(venv),
+                             *command], PROGRAM_TIMEOUT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -89,8 +88,8 @@ def test_metadata_answers_with_what_was_imported(v1_venv):
 
 def test_a_module_outside_the_range_imported_first_is_refused_with_the_fix(v1_venv):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(RECIPE), "--env", str(v1_venv),
-                             "python", "-c", "import wrapt; import tensorflow"], capture_output=True, text=True, env=env)
+    result = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(RECIPE), "--env", str(v1_venv),
+                             "python", "-c", "import wrapt; import tensorflow"], PROGRAM_TIMEOUT, env=env)
     assert result.returncode != 0
     assert "wrapt 1.16.0 was already imported from" in result.stderr
     assert "but this TensorFlow needs wrapt <1.15,>=1.11.0 (it ships wrapt 1.12.1)" in result.stderr

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 
-from conftest import RECIPES, kept_environment
+from conftest import PROGRAM_TIMEOUT, RECIPES, kept_environment, run_bounded
 
 pytestmark = pytest.mark.slow
 
@@ -56,8 +55,8 @@ def run_in(recipe, venv, code, **environ):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU"))}
     env.update(environ)
-    result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(venv),
-                             "python", "-c", code], capture_output=True, text=True, env=env)
+    result = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(venv),
+                             "python", "-c", code], PROGRAM_TIMEOUT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -106,8 +105,8 @@ def test_sparse_adam_chosen_per_process(v1_venv):
                      "slots": ["table/Adam", "table/Adam_1"]}
     lazy = run_in(recipe, v1_venv, LAZY_PROBE, RETF_SPARSE_ADAM="lazy")
     assert lazy["optimizer"] == "retf.train.LazyAdamStandIn" and lazy["untouched_row_moved"] is False
-    result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_venv),
-                             "python", "-c", "import tensorflow"], capture_output=True, text=True,
+    result = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_venv),
+                             "python", "-c", "import tensorflow"], PROGRAM_TIMEOUT,
                             env=dict(os.environ, RETF_SPARSE_ADAM="eager"))
     assert result.returncode != 0
     assert "RETF_SPARSE_ADAM=eager is not one of dense, fused, lazy" in result.stderr
@@ -146,8 +145,8 @@ def test_the_1x_layer_api_used_as_intended_says_nothing(v1_venv):
     def stderr_of(**environ):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU"))}
         env.update(environ)
-        result = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_venv),
-                                 "python", "-c", LEGACY_LAYERS], capture_output=True, text=True, env=env)
+        result = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_venv),
+                                 "python", "-c", LEGACY_LAYERS], PROGRAM_TIMEOUT, env=env)
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stderr
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import training_differences
+from conftest import PROGRAM_TIMEOUT, run_bounded, training_differences
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +37,7 @@ METRIC_ATOL = 1e-4
 
 def retfwheel(*args: object) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO, env=env)
+    return run_bounded([sys.executable, "-m", "retfwheel", *args], PROGRAM_TIMEOUT, cwd=REPO, env=env)
 
 
 class Runner:
@@ -204,3 +203,59 @@ def test_estimator_with_contrib_head_trains_evaluates_and_resumes_both_ways(tf11
     for resumed, writer in ((forward, reference), (back, produced)):
         assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
         assert resumed["resumed_evaluation"]["auc"] == pytest.approx(writer["resumed_evaluation"]["auc"], abs=METRIC_ATOL)
+
+
+# --- bench/models: the Criteo model programs ------------------------------------------------------------------------
+BENCH_MODELS = REPO / "bench" / "models"
+# Small tables (hash buckets / 100), one thread; 4 warm-up and 6 timed steps, a checkpoint after the 4th.
+BENCH_ARGS = ("--batch-size", "128", "--threads", "1", "--hash-scale", "100", "--warmup", "4")
+TIMED, SAVED_AT = 6, 4
+
+
+@pytest.fixture(scope="session")
+def criteo_csv(tf115) -> Path:
+    path = tf115.folder / "criteo.csv"
+    made = retfwheel("run", "--recipe", TF115_RECIPE, "python", BENCH_MODELS / "make_criteo_data.py", path, "--rows", "3000")
+    assert made.returncode == 0, made.stderr[-3000:]
+    return path
+
+
+def bench_model(side: Runner, model: str, data: Path, *args: object) -> dict:
+    env_option = ("--env", side.venv) if side.venv else ()
+    run = retfwheel("run", "--recipe", side.recipe, *env_option, "python", BENCH_MODELS / f"{model}.py",
+                    "--data", data, *BENCH_ARGS, *args)
+    assert run.returncode == 0, f"{model} {args} failed under {side.recipe.name}:\n{run.stderr[-4000:]}"
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("model", ("wide_deep", "deepfm", "dlrm"))
+def test_bench_model_checkpoints_cross_both_ways(tf115, wheel, criteo_csv, model):
+    """bench/'s W&D, DeepFM and DLRM (feature columns, embedding columns, tf.train.AdamOptimizer: retf's fused kernel on
+    the wheel): trained the same on both sides, and each side's checkpoint resumes on the other with the
+    losses the writer saw after saving."""
+    trained = {}
+    for side in (tf115, wheel):
+        folder = side.folder / f"bench-{model}"
+        trained[side.recipe] = (folder, bench_model(side, model, criteo_csv, "--steps", TIMED,
+                                                    "--save", folder, "--save-at", SAVED_AT))
+    (reference_dir, reference), (produced_dir, produced) = trained[tf115.recipe], trained[wheel.recipe]
+    assert_same_training(reference, produced)
+    assert "retf fused" in produced["optimizer"] and "retf" not in reference["optimizer"]
+    forward = bench_model(wheel, model, criteo_csv, "--steps", TIMED - SAVED_AT, "--restore", reference_dir)
+    back = bench_model(tf115, model, criteo_csv, "--steps", TIMED - SAVED_AT, "--restore", produced_dir)
+    for resumed, writer in ((forward, reference), (back, produced)):
+        assert_same_training({"losses": writer["losses"][SAVED_AT:]}, resumed)
+
+
+def test_keras_layer_running_dynamic_rnn_over_a_legacy_cell(tf115, wheel):
+    """A tensorflow.python.keras Layer whose call runs tf.nn.dynamic_rnn over tf.nn.rnn_cell.GRUCell (DeepCTR's DIEN
+    pattern) builds, fits and saves as on TF 1.15.5: the wheel's two Keras copies act as TF 1.15's one."""
+    reference, produced = tf115("keras_rnn_layer"), wheel("keras_rnn_layer")
+    assert_same_training(reference, produced, exact=("output_shape", "layers", "saved_weights"))
+    assert produced["saved_weights"] == 6  # the cell's gate and candidate kernels and biases, Dense's kernel and bias
+
+
+def test_session_use_while_building_a_loop_fails_instead_of_hanging(wheel):
+    """Where TensorFlow itself would wait forever on the graph's lock (TF 1.15.5 too), the wheel raises and says why."""
+    produced = wheel("loop_calls_keras")
+    assert produced["result"] == "RuntimeError" and "tf.while_loop" in produced["message"]

@@ -6,6 +6,7 @@ module supplies `logits(features, columns)` and calls `main`. Each run prints on
 import argparse
 import json
 import math
+import os
 import time
 
 import tensorflow as tf
@@ -20,16 +21,21 @@ HASH_BUCKETS = [1000000, 300000, 100000, 50000, 50000, 20000, 20000, 10000, 1000
                 2000, 2000, 1000, 1000, 1000, 500, 500, 200, 200, 100, 50, 20, 10, 4]
 EMBEDDING_DIM = 16
 WINDOW = 10
+HASH_SCALE = [1]  # --hash-scale: every hash bucket count divided by it (small tables for checkpoint tests)
 
 
-def input_fn(path, batch_size):
+def buckets(size):
+    return max(1, size // HASH_SCALE[0])
+
+
+def input_fn(path, batch_size, skip=0):
     def parse(lines):
         fields = tf.decode_csv(lines, record_defaults=DEFAULTS)
         features = dict(zip(COLUMNS, fields))
         label = tf.reshape(features.pop("label"), [-1, 1])
         return features, label
 
-    dataset = tf.data.TextLineDataset(path).repeat().batch(batch_size, drop_remainder=True)
+    dataset = tf.data.TextLineDataset(path).repeat().batch(batch_size, drop_remainder=True).skip(skip)
     dataset = dataset.map(parse, num_parallel_calls=2).prefetch(2)
     return dataset.make_one_shot_iterator().get_next()
 
@@ -41,7 +47,7 @@ def numeric_columns():
 
 
 def categorical_columns():
-    return [tf.feature_column.categorical_column_with_hash_bucket(name, hash_bucket_size=size)
+    return [tf.feature_column.categorical_column_with_hash_bucket(name, hash_bucket_size=buckets(size))
             for name, size in zip(CATEGORICAL, HASH_BUCKETS)]
 
 
@@ -87,6 +93,11 @@ def parse_args(description):
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--learning-rate", type=float, default=0.001)
     parser.add_argument("--trace", help="after timing, trace three steps; the last goes to this Chrome trace file")
+    parser.add_argument("--threads", type=int, default=0, help="intra- and inter-op threads (0: TensorFlow's choice)")
+    parser.add_argument("--hash-scale", type=int, default=1, help="divide every hash bucket count by this")
+    parser.add_argument("--save", help="write a checkpoint (tf.train.Saver) into this folder after --save-at steps")
+    parser.add_argument("--save-at", type=int, default=0, help="steps (warm-up included) before --save")
+    parser.add_argument("--restore", help="start from the latest checkpoint in this folder, past the batches it saw")
     return parser.parse_args()
 
 
@@ -129,25 +140,43 @@ def main(logits_fn, description):
     args = parse_args(description)
     tf.logging.set_verbosity(tf.logging.ERROR)
     tf.set_random_seed(1)
-    features, label = input_fn(args.data, args.batch_size)
+    HASH_SCALE[0] = args.hash_scale
+    checkpoint = tf.train.latest_checkpoint(args.restore) if args.restore else None
+    if args.restore and checkpoint is None:
+        raise SystemExit("no checkpoint in %s" % args.restore)
+    seen = tf.train.load_variable(checkpoint, "global_step") if checkpoint else 0
+    features, label = input_fn(args.data, args.batch_size, skip=seen)
     logits = logits_fn(features)
     loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=label, logits=logits))
     opt, implementation = optimizer(args.optimizer, args.learning_rate)
     train_op = opt.minimize(loss, global_step=tf.train.get_or_create_global_step())
 
-    with tf.Session() as sess:
+    saver = tf.train.Saver() if args.save or checkpoint else None
+    config = tf.ConfigProto(intra_op_parallelism_threads=args.threads, inter_op_parallelism_threads=args.threads)
+    with tf.Session(config=config if args.threads else None) as sess:
         sess.run([tf.global_variables_initializer(), tf.local_variables_initializer(), tf.tables_initializer()])
-        # One fetch signature throughout: each new one is pruned and optimized on its first run.
-        first = sess.run([loss, train_op])[0]
+        if checkpoint:
+            saver.restore(sess, checkpoint)
+        losses = []
+
+        def step():
+            # One fetch signature throughout: each new one is pruned and optimized on its first run.
+            value = sess.run([loss, train_op])[0]
+            losses.append(float(value))
+            if args.save and len(losses) == args.save_at:
+                saver.save(sess, os.path.join(args.save, "model"), global_step=tf.train.get_global_step())
+            return value
+
+        first = step()
         for _ in range(args.warmup - 1):
-            sess.run([loss, train_op])
+            step()
         # This machine's speed drifts for seconds at a time (other tenants): besides the mean over
         # all timed steps, keep the fastest window of WINDOW steps, the least disturbed rate.
         windows = []
         start = window_start = time.time()
-        for step in range(1, args.steps + 1):
-            last, _ = sess.run([loss, train_op])
-            if step % WINDOW == 0:
+        for count in range(1, args.steps + 1):
+            last = step()
+            if count % WINDOW == 0:
                 now = time.time()
                 windows.append(now - window_start)
                 window_start = now
@@ -162,7 +191,8 @@ def main(logits_fn, description):
             "examples_per_sec": args.steps * args.batch_size / elapsed,
             "first_loss": float(first),
             "last_loss": float(last),
-            "embedding_rows": sum(HASH_BUCKETS),
+            "embedding_rows": sum(buckets(size) for size in HASH_BUCKETS),
+            "losses": losses,
         }
         if args.trace:
             result["traced_step_ms"], result["top_ops"] = trace_steps(sess, [loss, train_op], args.trace)

@@ -16,8 +16,8 @@ import criteo  # noqa: E402
 
 def logits(features):
     categorical = criteo.categorical_columns()
-    crosses = [tf.feature_column.crossed_column(["C1", "C2"], hash_bucket_size=1000000),
-               tf.feature_column.crossed_column(["C3", "C4"], hash_bucket_size=100000)]
+    crosses = [tf.feature_column.crossed_column(["C1", "C2"], hash_bucket_size=criteo.buckets(1000000)),
+               tf.feature_column.crossed_column(["C3", "C4"], hash_bucket_size=criteo.buckets(100000))]
     wide = tf.feature_column.linear_model(features, categorical + crosses)
     deep = tf.feature_column.input_layer(features, criteo.numeric_columns() + criteo.embedding_columns())
     deep = criteo.mlp(deep, [1024, 512, 256], "deep")

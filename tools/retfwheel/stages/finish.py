@@ -19,6 +19,7 @@ from retfwheel.stages.materialize import StepResults, VendoredResult
 from retfwheel.stages.plan import (
     BOOTSTRAP_MODULE,
     DEPS_DIR,
+    KERAS_BRIDGE_MODULE,
     PACKAGE,
     SCRIPTS_MODULE,
     BuildPlan,
@@ -135,6 +136,8 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: Bootstrap
         NewMember(BOOTSTRAP_MODULE.replace(".", "/") + ".py", source),
     ]
     if step.api == "v1":
+        bridge = (importlib.resources.files("retfwheel.bootstrap") / "keras_bridge.py").read_bytes()
+        members.append(NewMember(KERAS_BRIDGE_MODULE.replace(".", "/") + ".py", bridge))
         members += [NewMember(f"{PACKAGE}/contrib/{path}", data) for path, data in contrib_files().items()]
     scripts, module = _scripts(step, vendored)
     if step.entry_points_name is not None or scripts:

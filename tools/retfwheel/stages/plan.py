@@ -34,6 +34,7 @@ from retfwheel.wheelfile.wheel import PROVENANCE_FILE, WheelInfo
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 PACKAGE = "tensorflow"
 BOOTSTRAP_MODULE = f"{PACKAGE}._retf_bootstrap"
+KERAS_BRIDGE_MODULE = f"{PACKAGE}._retf_keras_bridge"  # 1.x API mode: the two Keras copies act as one
 SCRIPTS_MODULE = f"{PACKAGE}._retf_scripts"
 RUNTIME_DIR = f"{PACKAGE}.libs"  # auditwheel's <package>.libs convention
 DEPS_DIR = f"{PACKAGE}.deps"
