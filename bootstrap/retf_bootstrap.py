@@ -604,12 +604,16 @@ def sparse_adam_mode(config):
 # word: tf.layers.*, layer.apply, layer.add_variable, and tf.layers.batch_normalization's advice
 # against tf.control_dependencies(UPDATE_OPS), which is the TF 1.x idiom and works.
 _INTENDED_V1_WARNINGS = r"keras\.(legacy_tf_layers|engine\.base_layer_v1)(\.|$)"
+# tf.data warns that Dataset.options() in graph mode keeps "the legacy behavior", which is TF 1.15's
+# (Estimator input functions call it on every dataset).
+_INTENDED_V1_DATA_WARNING = "To make it possible to preserve tf.data options across serialization boundaries"
 
 
 def _quiet_intended_v1_use():
     """In 1.x API mode, say no more than TF 1.15 said about using its API as intended."""
     import warnings
     warnings.filterwarnings("ignore", category=UserWarning, module=_INTENDED_V1_WARNINGS)
+    warnings.filterwarnings("ignore", message=_INTENDED_V1_DATA_WARNING, category=UserWarning)
 
 
 def expose_v1_api(namespace, config):

@@ -159,6 +159,18 @@ def test_contrib_lazy_adam_runs_unchanged_and_trains_as_on_tf_1_15(tf115, wheel)
     assert_same_training(reference, produced)
 
 
+def test_contrib_data_summary_and_distribute_as_tf_1_15_used_them(tf115, wheel):
+    """tf.contrib.data's parallel_interleave, ignore_errors and map_and_batch; a graph-mode tf.contrib.summary writer;
+    an Estimator on tf.contrib.distribute.MirroredStrategy: the same batches, events and trained weights."""
+    reference, produced = tf115("contrib_pipelines"), wheel("contrib_pipelines")
+    assert produced["batches"] == reference["batches"] == [[0.0, 20.0, 2.0, 22.0], [6.0, 26.0, 8.0, 28.0],
+                                                           [40.0, 42.0, 46.0, 48.0]]
+    assert produced["summary_events"] == reference["summary_events"]
+    assert [event[1] for event in produced["summary_events"]] == ["half_step", "values"] * 3
+    assert produced["distribute"]["strategy"] == "MirroredStrategy" and produced["distribute"]["global_step"] == 10
+    assert produced["distribute"]["kernel"] == pytest.approx(reference["distribute"]["kernel"], rel=1e-5)
+
+
 CONTRIB_MODELS = ("deepfm_bn", "bst", "lazyadam", "adamw", "momentumw", "moving_average")
 RESUMED_STEPS = 10  # tests/programs/checkpoints.py AFTER
 
