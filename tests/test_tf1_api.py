@@ -40,13 +40,20 @@ report = {"version": tf.__version__, "eager": tf.executing_eagerly(), "placehold
           "partitioned": hasattr(partitioned_variables, "fixed_size_partitioner"),
           "bfc": os.environ.get("TF_CPU_ALLOCATOR_USE_BFC")}
 try:
-    import tensorflow.contrib.layers
+    import tensorflow.contrib.learn
 except ImportError as error:
     report["contrib_import"] = str(error)
 try:
-    tf.contrib.layers
+    tf.contrib.learn
 except AttributeError as error:
     report["contrib_attribute"] = str(error)
+try:
+    tf.contrib.layers.sparse_column_with_hash_bucket
+except AttributeError as error:
+    report["contrib_missing_name"] = str(error)
+import tensorflow.contrib.layers
+import tf_slim
+report["contrib_layers"] = tf.contrib.layers.batch_norm is tf_slim.batch_norm
 print(json.dumps(report))
 """
 
@@ -66,7 +73,7 @@ def lazy_recipe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lazy-recipe")
     text = (RECIPES / "emulated-py36-tf1api.toml").read_text().replace('v1_sparse_adam = "fused"', 'v1_sparse_adam = "lazy"')
     (folder / "emulated-py36-tf1api-lazy.toml").write_text(text)
-    shutil.copy(RECIPES / "emulated-py36.lock", folder / "emulated-py36.lock")
+    shutil.copy(RECIPES / "emulated-py36-tf1api.lock", folder / "emulated-py36-tf1api-lazy.lock")
     return folder / "emulated-py36-tf1api-lazy.toml"
 
 
@@ -75,8 +82,11 @@ def test_import_tensorflow_is_the_1x_api(v1_venv):
     report = run_in(recipe, v1_venv, SURFACE)
     assert report["version"] == "2.6.2" and report["eager"] is False
     assert report["placeholder"] and report["session"] and report["v2"] and report["v1"] and report["partitioned"]
-    for key in ("contrib_import", "contrib_attribute"):
-        assert "not part of TensorFlow 2.x" in report[key] and "tf.keras.layers" in report[key]
+    for key in ("contrib_import", "contrib_attribute"):  # a part not provided says what replaced it
+        assert "not part of TensorFlow 2.x" in report[key] and "tf.contrib.learn -> tf.estimator" in report[key]
+    assert report["contrib_missing_name"].startswith("tf.contrib.layers.sparse_column_with_hash_bucket is not provided")
+    assert "tf.feature_column" in report["contrib_missing_name"]
+    assert report["contrib_layers"] is True  # tf_slim, served from the wheel
 
 
 def test_runtime_defaults_are_set_unless_the_user_chose(v1_venv):
