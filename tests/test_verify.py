@@ -12,28 +12,41 @@ BEFORE = snapshot(
 )
 
 
+def runs(path):
+    return None
+
+
 def test_identical_environment_passes():
     after = {k: v for k, v in BEFORE.items() if k != "tensorflow"}
-    check = _unchanged(BEFORE, after, "tensorflow")
-    assert check.status == "pass" and "went with" not in check.detail
+    check = _unchanged(BEFORE, after, "tensorflow", runs)
+    assert check.status == "pass" and "shared with" not in check.detail
 
 
-def test_file_co_owned_by_the_replaced_distribution_is_noted_not_failed():
+def test_file_co_owned_by_the_replaced_distribution_may_change_if_its_command_still_runs():
+    after = snapshot(tensorboard=("1.15.0", {"bin/tensorboard": "rewritten", "lib/tensorboard/main.py": "c"}),
+                     numpy=("1.18.5", {"lib/numpy/__init__.py": "d"}))
+    asked = []
+    check = _unchanged(BEFORE, after, "tensorflow", lambda path: asked.append(path))
+    assert check.status == "pass" and "bin/tensorboard, shared with the replaced tensorflow" in check.detail
+    assert asked == ["bin/tensorboard"]
+
+
+def test_a_command_of_the_environment_that_stops_running_fails():
     after = snapshot(tensorboard=("1.15.0", {"bin/tensorboard": None, "lib/tensorboard/main.py": "c"}),
                      numpy=("1.18.5", {"lib/numpy/__init__.py": "d"}))
-    check = _unchanged(BEFORE, after, "tensorflow")
-    assert check.status == "pass" and "bin/tensorboard went with the replaced tensorflow" in check.detail
+    check = _unchanged(BEFORE, after, "tensorflow", lambda path: "gone")
+    assert check.status == "FAIL" and "command bin/tensorboard no longer runs (gone)" in check.detail
 
 
 def test_changed_version_or_file_fails():
     after = snapshot(tensorboard=("1.15.0", {"bin/tensorboard": "a", "lib/tensorboard/main.py": "c"}),
                      numpy=("1.19.5", {"lib/numpy/__init__.py": "e"}))
-    assert _unchanged(BEFORE, after, "tensorflow").status == "FAIL"
+    assert _unchanged(BEFORE, after, "tensorflow", runs).status == "FAIL"
     after = snapshot(tensorboard=("1.15.0", {"bin/tensorboard": "a", "lib/tensorboard/main.py": "changed"}),
                      numpy=("1.18.5", {"lib/numpy/__init__.py": "d"}))
-    check = _unchanged(BEFORE, after, "tensorflow")
+    check = _unchanged(BEFORE, after, "tensorflow", runs)
     assert check.status == "FAIL" and "lib/tensorboard/main.py" in check.detail
 
 
 def test_empty_listing_fails():
-    assert _unchanged({}, {}, "tensorflow").status == "FAIL"
+    assert _unchanged({}, {}, "tensorflow", runs).status == "FAIL"

@@ -98,7 +98,7 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     if install.returncode != 0:
         return checks + [Check("remaining checks", "FAIL", "skipped: the wheel did not install")]
     after = _snapshot(env)
-    checks.append(_unchanged(before, after, name))
+    checks.append(_unchanged(before, after, name, lambda path: _command_fails(env, path)))
     pip_check = _python(env, ["-m", "pip", "check", "--disable-pip-version-check"])
     checks.append(_status("pip check", pip_check.returncode == 0, last_line(pip_check)))
 
@@ -323,8 +323,20 @@ def _snapshot(env: Environment) -> dict:
     return json.loads(result.stdout) if result.returncode == 0 else {}
 
 
-def _unchanged(before: dict, after: dict, replaced: str) -> Check:
-    """Other distributions keep their versions and files; files co-owned by the replaced one are noted."""
+def _command_fails(env: Environment, path: str) -> str | None:
+    """Why the environment's command at ``path`` does not run (``--help``, in the old runtime), or None."""
+    if not Path(path).is_file():
+        return "gone"
+    try:
+        run = subprocess.run(emulated_command(env, [path, "--help"]), capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "still running after 120 s"
+    return None if run.returncode == 0 else f"exit {run.returncode}: {last_line(run)}"
+
+
+def _unchanged(before: dict, after: dict, replaced: str, command_fails: Callable[[str], str | None]) -> Check:
+    """Other distributions keep their versions and files. Files they shared with the replaced one may change
+    (pip removed them with it, the wheel put its own), but a command among them must still run."""
     co_owned = set(before.get(replaced, {}).get("files", {}))
     changed: list[str] = []
     shared: list[str] = []
@@ -340,9 +352,14 @@ def _unchanged(before: dict, after: dict, replaced: str) -> Check:
                 (shared if path in co_owned else changed).append(path)
     if not before:
         return Check("other distributions unchanged", "FAIL", "could not list the environment's distributions")
+    for path in sorted(p for p in shared if Path(p).parent.name == "bin"):
+        problem = command_fails(path)
+        if problem:
+            changed.append(f"command {path} no longer runs ({problem})")
     detail = f"{len(before) - 1} distributions, versions and file hashes identical"
     if shared:
-        detail += f"; {', '.join(sorted(shared))} went with the replaced {replaced}, which also owned it"
+        detail += (f"; {', '.join(sorted(shared))}, shared with the replaced {replaced}, rewritten by this wheel "
+                   "(commands still run)")
     return _status("other distributions unchanged", not changed, ", ".join(changed[:5]) if changed else detail)
 
 

@@ -152,8 +152,10 @@ def _scripts(step: InjectBootstrap, vendored: VendoredResult | None) -> tuple[by
 
     Scripts of TensorFlow itself import tensorflow first, so they pass through the bootstrap
     anyway. Scripts that start in another package are rerouted through a shim that imports
-    tensorflow first, unless the target environment owns that script name (then it is not claimed,
-    so uninstalling this wheel never deletes the environment's script).
+    tensorflow first, unless the target environment owns that script name too (TF 1.15 and
+    tensorboard 1.15 both declare `tensorboard`): then it stays as the input declares it, so the
+    command keeps running the environment's own package, this wheel owning the script as the
+    replaced TensorFlow did.
     """
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
@@ -168,9 +170,10 @@ def _scripts(step: InjectBootstrap, vendored: VendoredResult | None) -> tuple[by
         module = target.split(":")[0].strip()
         if module == PACKAGE or module.startswith(PACKAGE + "."):
             continue
+        if name in step.environment_scripts:
+            continue
         del scripts[name]
-        if name not in step.environment_scripts:
-            rerouted[name] = target
+        rerouted[name] = target
     available = vendored.entry_points if vendored else {}
     for script, published in sorted(step.scripts.items()):
         if script not in available:
