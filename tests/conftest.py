@@ -64,12 +64,10 @@ class Run:
 def cli(tmp_path):
     """Run the real command line in a subprocess."""
 
-    def run(*args: str, env: dict | None = None) -> Run:
-        import os
-
+    def run(*args: str, env: dict | None = None, cwd: Path = REPO) -> Run:
         environment = dict(os.environ, **(env or {}))
         result = subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True,
-                                cwd=REPO, env=environment)
+                                cwd=cwd, env=environment)
         return Run(result.returncode, result.stdout, result.stderr)
 
     return run

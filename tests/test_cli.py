@@ -196,3 +196,23 @@ def test_a_package_init_the_bootstrap_cannot_enter_is_refused_by_the_dry_run(cli
     recipe = make_recipe(extra='\n[runtime_env]\nTF_CPU_ALLOCATOR_USE_BFC = "true"\n')
     run = cli("build", broken, "--recipe", recipe, "--out-dir", tmp_path / "out", "--dry-run")
     assert_clean_failure(run, "format", "tensorflow/__init__.py: does not parse", tmp_path / "out")
+
+
+def test_builtin_recipes_are_listed_and_used_by_name_from_any_folder(cli, tf_wheel, tmp_path):
+    listed = cli("recipes", "--json", cwd=tmp_path)
+    assert listed.code == 0, listed.err
+    rows = {row["name"]: row for row in json.loads(listed.out)["recipes"]}
+    assert {"emulated-py36", "emulated-py36-tf1api", "ubuntu18.04-py36"} <= set(rows)
+    assert rows["ubuntu18.04-py36"]["glibc"] == "2.27" and rows["emulated-py36-tf1api"]["api"] == "v1"
+    assert rows["emulated-py36"]["input"] == "tensorflow-cpu==2.6.2"
+    table = cli("recipes", cwd=tmp_path)
+    assert table.out.splitlines()[0].split() == ["name", "python", "glibc", "glibcxx", "api", "input"]
+    run = cli("inspect", tf_wheel(), "--recipe", "ubuntu18.04-py36", cwd=tmp_path)
+    assert run.code == 0 and "verdict" in run.out, run.err
+
+
+def test_unknown_recipe_name_suggests_the_close_one(cli, tf_wheel, tmp_path):
+    run = cli("build", tf_wheel(), "--recipe", "emulated-py3", "--out-dir", tmp_path / "out", cwd=tmp_path)
+    assert_clean_failure(run, "recipe", "emulated-py3: no such recipe file, and no built-in recipe of that name",
+                         tmp_path / "out")
+    assert "did you mean emulated-py36?" in run.err

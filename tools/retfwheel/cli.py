@@ -26,7 +26,7 @@ from retfwheel.stages.pipeline import BuildResult, build_wheel, lock_wheel
 from retfwheel.stages.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
 from retfwheel.targets.environment import Environment, emulated_command, installed_versions, prepare_environment
 from retfwheel.targets.fetch import cache_root, fetch_default_input
-from retfwheel.targets.recipe import load_recipe
+from retfwheel.targets.recipe import builtin_recipes, find_recipe, load_recipe
 
 
 class _Context:
@@ -80,18 +80,16 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = _Context(debug)
 
 
-_recipe_option = click.option(
-    "--recipe", "recipe_path", type=click.Path(path_type=Path, dir_okay=False), help="Target recipe (recipes/*.toml)."
-)
+_recipe_option = click.option("--recipe", "recipe_path", help="Target recipe: a built-in one's name (`retfwheel recipes`) or a .toml file.")
 
 
 @cli.command()
 @click.argument("wheel", type=click.Path(path_type=Path))
 @_recipe_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def inspect(wheel: Path, recipe_path: Path | None, as_json: bool) -> None:
+def inspect(wheel: Path, recipe_path: str | None, as_json: bool) -> None:
     """Show what WHEEL needs from the machine it will run on."""
-    recipe = load_recipe(recipe_path) if recipe_path else None
+    recipe = load_recipe(find_recipe(recipe_path)) if recipe_path else None
     inspection = inspect_wheel(wheel, recipe)
     environment = installed_versions(recipe, cache_root(None)) if recipe and inspection.private_dependencies else None
     if as_json:
@@ -101,9 +99,29 @@ def inspect(wheel: Path, recipe_path: Path | None, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def recipes(as_json: bool) -> None:
+    """List the recipes that ship with retfwheel (use one with --recipe NAME)."""
+    rows = []
+    for path in builtin_recipes():
+        recipe = load_recipe(path)
+        rows.append({"name": recipe.name, "python": ".".join(map(str, recipe.target.python)),
+                     "glibc": ".".join(map(str, recipe.target.glibc)), "glibcxx": ".".join(map(str, recipe.target.glibcxx)),
+                     "api": recipe.api, "input": str(recipe.input_requirement or "-"),
+                     "description": recipe.description.strip().splitlines()[0] if recipe.description.strip() else ""})
+    if as_json:
+        click.echo(json.dumps({"version": 1, "recipes": rows}, indent=2))
+        return
+    columns = ("name", "python", "glibc", "glibcxx", "api", "input")
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) if rows else len(c) for c in columns}
+    click.echo("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
+    for row in rows:
+        click.echo("  ".join(row[c].ljust(widths[c]) for c in columns).rstrip())
+
+
+@cli.command()
 @click.argument("input_wheel", required=False, type=click.Path(path_type=Path))
-@click.option("--recipe", "recipe_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="Target recipe (recipes/*.toml).")
+@click.option("--recipe", "recipe_path", required=True, help="Target recipe: a built-in one's name (`retfwheel recipes`) or a .toml file.")
 @click.option("--out-dir", required=True, type=click.Path(path_type=Path, file_okay=False), help="Where the wheel goes.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), help="Write a JSON report.")
@@ -111,10 +129,10 @@ def inspect(wheel: Path, recipe_path: Path | None, as_json: bool) -> None:
 @click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False),
               help="Target interpreter for building locked sdists (default: $RETF_PYTHON36-style variable, pyenv, PATH).")
 @click.pass_obj
-def build(ctx: _Context, input_wheel: Path | None, recipe_path: Path, out_dir: Path, dry_run: bool,
+def build(ctx: _Context, input_wheel: Path | None, recipe_path: str, out_dir: Path, dry_run: bool,
           report_path: Path | None, cache_dir: Path | None, python: Path | None) -> None:
     """Rebuild INPUT_WHEEL (default: the recipe's [input]) for the recipe's target."""
-    recipe = load_recipe(recipe_path)
+    recipe = load_recipe(find_recipe(recipe_path))
     if input_wheel is None:
         ctx.progress(f"fetching {recipe.input_requirement} for {recipe.target.python_tag} (cached after the first time)")
         input_wheel = fetch_default_input(recipe, cache_root(cache_dir))
@@ -130,15 +148,15 @@ def build(ctx: _Context, input_wheel: Path | None, recipe_path: Path, out_dir: P
 
 @cli.command()
 @click.argument("input_wheel", required=False, type=click.Path(path_type=Path))
-@click.option("--recipe", "recipe_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="Target recipe (recipes/*.toml); the lock file goes next to it.")
+@click.option("--recipe", "recipe_path", required=True,
+              help="Target recipe: a built-in one's name (`retfwheel recipes`) or a .toml file; the lock file goes next to it.")
 @click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False),
               help="Target interpreter (default: $RETF_PYTHON36-style variable, pyenv, PATH).")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
 @click.pass_obj
-def lock(ctx: _Context, input_wheel: Path | None, recipe_path: Path, python: Path | None, cache_dir: Path | None) -> None:
+def lock(ctx: _Context, input_wheel: Path | None, recipe_path: str, python: Path | None, cache_dir: Path | None) -> None:
     """Pin INPUT_WHEEL's requirement closure (hash-pinned) for the recipe's target."""
-    recipe = load_recipe(recipe_path)
+    recipe = load_recipe(find_recipe(recipe_path))
     cache = cache_root(cache_dir)
     if input_wheel is None:
         input_wheel = fetch_default_input(recipe, cache)
@@ -158,12 +176,12 @@ def lock(ctx: _Context, input_wheel: Path | None, recipe_path: Path, python: Pat
 @click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False), help="Target interpreter.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
 @click.pass_obj
-def verify(ctx: _Context, wheel: Path, recipe_path: Path | None, scripts: tuple[Path, ...], keep_env: Path | None,
+def verify(ctx: _Context, wheel: Path, recipe_path: str | None, scripts: tuple[Path, ...], keep_env: Path | None,
            as_json: bool, python: Path | None, cache_dir: Path | None) -> None:
     """Install WHEEL into a fresh copy of the recipe's old environment and prove it works there."""
     if recipe_path is None:
         raise click.UsageError("--recipe is required")
-    recipe = load_recipe(recipe_path)
+    recipe = load_recipe(find_recipe(recipe_path))
     result = verify_wheel(wheel, recipe, cache_root(cache_dir), scripts=scripts, keep=keep_env, python=python,
                           progress=ctx.progress)
     if as_json:
@@ -189,12 +207,12 @@ def verify(ctx: _Context, wheel: Path, recipe_path: Path | None, scripts: tuple[
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def run(ctx: _Context, recipe_path: Path | None, env_dir: Path | None, python: Path | None, cache_dir: Path | None,
+def run(ctx: _Context, recipe_path: str | None, env_dir: Path | None, python: Path | None, cache_dir: Path | None,
         command: tuple[str, ...]) -> None:
     """Run COMMAND in the recipe's emulated old environment (`python` means the environment's)."""
     if recipe_path is None:
         raise click.UsageError("--recipe is required")
-    recipe = load_recipe(recipe_path)
+    recipe = load_recipe(find_recipe(recipe_path))
     base = prepare_environment(recipe, cache_root(cache_dir), python, ctx.progress)
     env = Environment(env_dir, env_dir / "bin" / "python", base.system_runtime) if env_dir else base
     if not env.python.exists():

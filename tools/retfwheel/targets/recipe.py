@@ -133,6 +133,31 @@ class Recipe:
 API_REQUIREMENTS: dict[str, tuple[str, ...]] = {"v1": ("tf-slim~=1.1.0",)}
 
 
+BUILTIN_RECIPES = "retfwheel.recipes"  # recipes/ of this repository, shipped inside the tool with their locks
+
+
+def builtin_recipes() -> list[Path]:
+    """The recipes that ship with the tool, by name."""
+    import importlib.resources
+
+    folder = Path(str(importlib.resources.files(BUILTIN_RECIPES)))
+    return sorted(folder.glob("*.toml"), key=lambda path: path.stem)
+
+
+def find_recipe(value: str | Path) -> Path:
+    """The recipe file ``value`` names: a path, or the name of a built-in recipe (``emulated-py36``)."""
+    path = Path(value)
+    if path.is_file() or path.suffix == ".toml" or len(path.parts) > 1:
+        return path  # a path: load_recipe says if it is missing
+    builtin = {recipe.stem: recipe for recipe in builtin_recipes()}
+    if str(value) in builtin:
+        return builtin[str(value)]
+    close = difflib.get_close_matches(str(value), builtin, n=1)
+    raise RecipeError([f"{value}: no such recipe file, and no built-in recipe of that name"],
+                      hint=(f"did you mean {close[0]}? " if close else "")
+                      + f"built-in recipes: {', '.join(builtin) or 'none'} (`retfwheel recipes`); or give a path to a .toml file")
+
+
 def load_recipe(path: Path) -> Recipe:
     """Read and validate ``path``; raises RecipeError listing every problem."""
     data, raw = read_recipe_file(Path(path))
