@@ -8,11 +8,15 @@ from retfwheel.targets.lock import (
     Lock,
     LockedPackage,
     check_lock,
+    find_lock,
     format_lock,
+    lock_candidates,
+    lock_destination,
     read_lock,
     requirements_digest,
     vendored_requirements,
 )
+from retfwheel.targets.recipe import find_recipe, is_builtin, load_recipe
 from retfwheel.wheelfile.wheel import read_wheel
 
 
@@ -35,3 +39,42 @@ def test_a_hand_edited_lock_is_refused(tmp_path):
     path.write_text('[lock]\nversion = 1\nrecipe = "r"\ninput = "x"\nrequirements_sha256 = "zz"\n\n[[package]]\nname = "numpy"\n')
     with pytest.raises(RecipeError):
         read_lock(path)
+
+
+DEPS = '\n[deps]\nvendor = true\n'
+
+
+def test_each_input_has_its_own_lock_next_to_a_users_recipe(make_recipe, libs, tmp_path):
+    recipe = load_recipe(make_recipe(extra=DEPS))
+    cpu = read_wheel(make_wheel(tmp_path, tensorflow_files(libs.framework_old_abi)))
+    gpu = read_wheel(make_wheel(tmp_path, tensorflow_files(libs.framework_old_abi), name="tensorflow", version="2.4.4"))
+    store = tmp_path / "cache" / "locks"
+    first = lock_destination(recipe, cpu, None, store, builtin=False)
+    second = lock_destination(recipe, gpu, None, store, builtin=False)
+    assert first == recipe.path.parent / "test-py36.tensorflow-cpu-2.6.2.lock"
+    assert second == recipe.path.parent / "test-py36.tensorflow-2.4.4.lock"
+    assert lock_destination(recipe, cpu, tmp_path / "mine", store, builtin=False) == tmp_path / "mine" / first.name
+    assert lock_candidates(recipe, cpu, tmp_path / "mine", store) == [tmp_path / "mine" / first.name, first,
+                                                                      store / first.name]
+
+
+def test_a_builtin_recipe_never_gets_a_lock_written_into_the_tool(libs, tmp_path):
+    recipe = load_recipe(find_recipe("emulated-py36"))
+    assert is_builtin(recipe)
+    wheel = read_wheel(make_wheel(tmp_path, tensorflow_files(libs.framework_old_abi), version="2.4.4"))
+    store = tmp_path / "cache" / "locks"
+    assert lock_destination(recipe, wheel, None, store, builtin=True) == store / "emulated-py36.tensorflow-cpu-2.4.4.lock"
+
+
+def test_a_missing_lock_names_the_command_that_makes_it(make_recipe, libs, tmp_path):
+    recipe = load_recipe(make_recipe(extra=DEPS))
+    wheel = read_wheel(make_wheel(tmp_path, tensorflow_files(libs.framework_old_abi)))
+    with pytest.raises(RecipeError, match="no lock for tensorflow-cpu 2.6.2") as caught:
+        find_lock(recipe, wheel, None, tmp_path / "store", str(recipe.path))
+    assert caught.value.hint == f"make one: retfwheel lock --recipe {recipe.path} {wheel.path}"
+
+
+def test_a_fixed_lock_in_the_recipe_is_used_for_every_input(make_recipe, libs, tmp_path):
+    recipe = load_recipe(make_recipe(extra=DEPS + 'lock = "pinned.lock"\n'))
+    wheel = read_wheel(make_wheel(tmp_path, tensorflow_files(libs.framework_old_abi)))
+    assert lock_candidates(recipe, wheel, tmp_path / "mine", tmp_path / "store") == [recipe.path.parent / "pinned.lock"]

@@ -73,7 +73,8 @@ def lazy_recipe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lazy-recipe")
     text = (RECIPES / "emulated-py36-tf1api.toml").read_text().replace('v1_sparse_adam = "fused"', 'v1_sparse_adam = "lazy"')
     (folder / "emulated-py36-tf1api-lazy.toml").write_text(text)
-    shutil.copy(RECIPES / "emulated-py36-tf1api.lock", folder / "emulated-py36-tf1api-lazy.lock")
+    shutil.copy(RECIPES / "emulated-py36-tf1api.tensorflow-cpu-2.6.2.lock",
+                folder / "emulated-py36-tf1api-lazy.tensorflow-cpu-2.6.2.lock")
     return folder / "emulated-py36-tf1api-lazy.toml"
 
 

@@ -14,6 +14,7 @@ from retfwheel.targets.lock import (
     Lock,
     LockedPackage,
     format_lock,
+    lock_name,
     read_lock,
     requirements_digest,
     vendored_requirements,
@@ -60,6 +61,11 @@ def seed(cache, wheel):
     stored.write_bytes(wheel.read_bytes())
 
 
+def lock_of(recipe_path):
+    """The lock the vendoring fixture made next to its recipe (one per recipe and input)."""
+    return next(recipe_path.parent.glob(f"{recipe_path.stem}.*.lock"))
+
+
 @pytest.fixture
 def vendoring(tmp_path, libs, make_recipe, dep_wheel):
     """(input wheel, recipe path, cache) with a lock pinning ``dep_wheel``."""
@@ -72,7 +78,7 @@ def vendoring(tmp_path, libs, make_recipe, dep_wheel):
         wheel = read_wheel(source)
         requirements = vendored_requirements(wheel, ("six",))
         package = LockedPackage("numpy", "1.19.5", dep_wheel.name, file_sha256(dep_wheel), "wheel", wheel_scripts(dep_wheel))
-        lock = Lock(recipe_path.with_suffix(".lock"), "test-py36", "tensorflow-cpu==2.6.2", requirements_digest(requirements), (package,))
+        lock = Lock(recipe_path.parent / lock_name(load_recipe(recipe_path), wheel), "test-py36", "tensorflow-cpu==2.6.2", requirements_digest(requirements), (package,))
         lock.path.write_text(format_lock(lock))
         cache = tmp_path / "cache"
         seed(cache, dep_wheel)
@@ -83,10 +89,10 @@ def vendoring(tmp_path, libs, make_recipe, dep_wheel):
 
 def test_lock_round_trip_and_stale_lock(vendoring, tmp_path):
     source, recipe_path, cache = vendoring()
-    lock = read_lock(recipe_path.with_suffix(".lock"))
+    lock = read_lock(lock_of(recipe_path))
     assert [p.name for p in lock.packages] == ["numpy"] and lock.packages[0].kind == "wheel"
-    text = recipe_path.with_suffix(".lock").read_text().replace(lock.requirements_sha256, "0" * 64)
-    recipe_path.with_suffix(".lock").write_text(text)
+    text = lock_of(recipe_path).read_text().replace(lock.requirements_sha256, "0" * 64)
+    lock_of(recipe_path).write_text(text)
     with pytest.raises(RecipeError, match="requirements differ"):
         build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
 
@@ -125,7 +131,7 @@ def test_console_scripts_go_through_the_bootstrap(vendoring, tmp_path):
 
 def test_unknown_vendored_script_is_a_recipe_error_before_anything_is_fetched(vendoring, tmp_path):
     source, recipe_path, cache = vendoring()
-    assert read_lock(recipe_path.with_suffix(".lock")).packages[0].scripts == ("fakeboard",)
+    assert read_lock(lock_of(recipe_path)).packages[0].scripts == ("fakeboard",)
     recipe_path.write_text(recipe_path.read_text().replace("fakeboard = ", "nosuch = "))
     with pytest.raises(RecipeError, match="no vendored distribution declares a console script 'nosuch'"):
         build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache, dry_run=True)

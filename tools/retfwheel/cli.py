@@ -128,16 +128,18 @@ def recipes(as_json: bool) -> None:
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
 @click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False),
               help="Target interpreter for building locked sdists (default: $RETF_PYTHON36-style variable, pyenv, PATH).")
+@click.option("--lock-dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Look here first for the lock of this recipe and input (made by `retfwheel lock --lock-dir`).")
 @click.pass_obj
 def build(ctx: _Context, input_wheel: Path | None, recipe_path: str, out_dir: Path, dry_run: bool,
-          report_path: Path | None, cache_dir: Path | None, python: Path | None) -> None:
+          report_path: Path | None, cache_dir: Path | None, python: Path | None, lock_dir: Path | None) -> None:
     """Rebuild INPUT_WHEEL (default: the recipe's [input]) for the recipe's target."""
     recipe = load_recipe(find_recipe(recipe_path))
     if input_wheel is None:
         ctx.progress(f"fetching {recipe.input_requirement} for {recipe.target.python_tag} (cached after the first time)")
         input_wheel = fetch_default_input(recipe, cache_root(cache_dir))
     result = build_wheel(input_wheel, recipe, out_dir, cache=cache_root(cache_dir), dry_run=dry_run,
-                         python=python, progress=ctx.progress)
+                         python=python, lock_dir=lock_dir, progress=ctx.progress)
     _show_plan(result, dry_run)
     if report_path:
         report_path.write_text(json.dumps(_build_json(result), indent=2) + "\n")
@@ -149,18 +151,21 @@ def build(ctx: _Context, input_wheel: Path | None, recipe_path: str, out_dir: Pa
 @cli.command()
 @click.argument("input_wheel", required=False, type=click.Path(path_type=Path))
 @click.option("--recipe", "recipe_path", required=True,
-              help="Target recipe: a built-in one's name (`retfwheel recipes`) or a .toml file; the lock file goes next to it.")
+              help="Target recipe: a built-in one's name (`retfwheel recipes`) or a .toml file.")
 @click.option("--python", "python", type=click.Path(path_type=Path, dir_okay=False),
               help="Target interpreter (default: $RETF_PYTHON36-style variable, pyenv, PATH).")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
+@click.option("--lock-dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Write the lock here (default: next to a recipe file of yours; for a built-in recipe, the cache).")
 @click.pass_obj
-def lock(ctx: _Context, input_wheel: Path | None, recipe_path: str, python: Path | None, cache_dir: Path | None) -> None:
+def lock(ctx: _Context, input_wheel: Path | None, recipe_path: str, python: Path | None, cache_dir: Path | None,
+         lock_dir: Path | None) -> None:
     """Pin INPUT_WHEEL's requirement closure (hash-pinned) for the recipe's target."""
     recipe = load_recipe(find_recipe(recipe_path))
     cache = cache_root(cache_dir)
     if input_wheel is None:
         input_wheel = fetch_default_input(recipe, cache)
-    written = lock_wheel(input_wheel, recipe, cache, python, progress=ctx.progress)
+    written = lock_wheel(input_wheel, recipe, cache, python, lock_dir, progress=ctx.progress)
     click.echo(f"locked {len(written.packages)} packages "
                f"({sum(p.kind == 'sdist' for p in written.packages)} from sdists) for {recipe.name}")
     click.echo(str(written.path))

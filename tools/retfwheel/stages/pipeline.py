@@ -22,8 +22,17 @@ from retfwheel.stages.oplib import derive_flags
 from retfwheel.stages.plan import BuildPlan, CopyMember, make_plan
 from retfwheel.targets.fetch import cache_root
 from retfwheel.targets.interpreter import find_python, pip_venv
-from retfwheel.targets.lock import Lock, check_lock, format_lock, read_lock, resolve_lock, vendored_requirements
-from retfwheel.targets.recipe import Recipe
+from retfwheel.targets.lock import (
+    LOCK_STORE,
+    Lock,
+    check_lock,
+    find_lock,
+    format_lock,
+    lock_destination,
+    resolve_lock,
+    vendored_requirements,
+)
+from retfwheel.targets.recipe import Recipe, is_builtin
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import read_wheel
 from retfwheel.wheelfile.writer import build_epoch, write_wheel
@@ -44,11 +53,11 @@ class BuildResult:
 
 
 def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path | None = None, dry_run: bool = False,
-                python: Path | None = None, progress: Progress = _quiet) -> BuildResult:
+                python: Path | None = None, lock_dir: Path | None = None, progress: Progress = _quiet) -> BuildResult:
     """Rebuild ``input_path`` for ``recipe`` into ``out_dir``; nothing is left there on failure."""
     progress(f"reading {input_path.name}")
     wheel = read_wheel(input_path)
-    lock = _lock_for(wheel, recipe)
+    lock = _lock_for(wheel, recipe, lock_dir, _cache(cache))
     input_sha256 = file_sha256(input_path)
     progress(f"verifying {len(wheel.archive.members)} members against RECORD and analysing ELF files")
     elves = verified_elves(wheel, input_sha256, _cache(cache))
@@ -82,15 +91,18 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path 
     return BuildResult(plan, inspection, final, report)
 
 
-def lock_wheel(input_path: Path, recipe: Recipe, cache: Path, python: Path | None, progress: Progress = _quiet) -> Lock:
-    """Resolve and write the recipe's lock file for ``input_path``."""
+def lock_wheel(input_path: Path, recipe: Recipe, cache: Path, python: Path | None, lock_dir: Path | None = None,
+               progress: Progress = _quiet) -> Lock:
+    """Resolve and write the recipe's lock file for ``input_path`` (another input's lock is never touched)."""
     if recipe.deps is None or not recipe.deps.vendor:
         raise RecipeError([f"{recipe.path}: has no [deps] section with vendor = true; nothing to lock"])
     wheel = read_wheel(input_path)
+    destination = lock_destination(recipe, wheel, lock_dir, cache / LOCK_STORE, is_builtin(recipe))
     interpreter = pip_venv(find_python(recipe.target.python, python), cache / "venvs" / f"python{recipe.target.python[0]}.{recipe.target.python[1]}")
-    lock = resolve_lock(wheel, recipe, interpreter, progress)
+    lock = resolve_lock(wheel, recipe, interpreter, destination, progress)
     temporary = lock.path.with_name(f".{lock.path.name}.tmp")
     try:
+        lock.path.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_text(format_lock(lock))
         os.replace(temporary, lock.path)
     except OSError as exc:
@@ -99,11 +111,12 @@ def lock_wheel(input_path: Path, recipe: Recipe, cache: Path, python: Path | Non
     return lock
 
 
-def _lock_for(wheel, recipe: Recipe) -> Lock | None:
+def _lock_for(wheel, recipe: Recipe, lock_dir: Path | None, cache: Path) -> Lock | None:
     if recipe.deps is None or not recipe.deps.vendor:
         return None
-    lock = read_lock(recipe.deps.lock)
-    check_lock(lock, wheel, vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements), recipe.path)
+    recipe_arg = recipe.name if is_builtin(recipe) else str(recipe.path)
+    lock = find_lock(recipe, wheel, lock_dir, cache / LOCK_STORE, recipe_arg)
+    check_lock(lock, wheel, vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements), recipe_arg)
     return lock
 
 

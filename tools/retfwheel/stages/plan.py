@@ -167,7 +167,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
     drop_requirements: set[str] = set()
     if recipe.deps and recipe.deps.vendor:
         if lock is None:
-            raise TargetMismatchError(f"{recipe.path}: [deps] vendor = true needs a lock file ({recipe.deps.lock})")
+            raise TargetMismatchError(f"{recipe.path}: [deps] vendor = true needs a lock file (retfwheel lock)")
         _check_scripts(recipe, lock)
         steps.append(VendorDependencies(lock, DEPS_DIR))
         drop_requirements = {str(canonicalize_name(r.name)) for r in vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements)}

@@ -91,12 +91,53 @@ def format_lock(lock: Lock) -> str:
     return "\n".join(lines) + "\n"
 
 
+LOCK_STORE = "locks"  # folder of the cache holding locks made for built-in recipes
+
+
+def lock_name(recipe: Recipe, wheel: WheelInfo) -> str:
+    """The file name of ``recipe``'s lock for the input ``wheel``: one lock per recipe and input."""
+    return f"{recipe.name}.{canonicalize_name(wheel.metadata_name)}-{wheel.version}.lock"
+
+
+def lock_candidates(recipe: Recipe, wheel: WheelInfo, lock_dir: Path | None, store: Path) -> list[Path]:
+    """Where ``recipe``'s lock for ``wheel`` may be, first match wins: the recipe's fixed lock ([deps] lock), or
+    ``lock_dir`` (--lock-dir), the recipe's folder (locks shipped or kept with it) and ``store`` (made for a
+    built-in recipe)."""
+    assert recipe.deps is not None
+    if recipe.deps.lock is not None:
+        return [recipe.deps.lock]
+    name = lock_name(recipe, wheel)
+    return [folder / name for folder in (lock_dir, recipe.path.parent, store) if folder is not None]
+
+
+def lock_destination(recipe: Recipe, wheel: WheelInfo, lock_dir: Path | None, store: Path, builtin: bool) -> Path:
+    """Where `retfwheel lock` writes: the fixed lock, --lock-dir, next to a recipe of the user's, or ``store`` for
+    a built-in recipe (never into the installed tool)."""
+    assert recipe.deps is not None
+    if recipe.deps.lock is not None and not builtin:
+        return recipe.deps.lock
+    folder = lock_dir or (store if builtin else recipe.path.parent)
+    return folder / lock_name(recipe, wheel)
+
+
+def find_lock(recipe: Recipe, wheel: WheelInfo, lock_dir: Path | None, store: Path, recipe_arg: str) -> Lock:
+    """Read ``recipe``'s lock for ``wheel``, or say which command makes it."""
+    candidates = lock_candidates(recipe, wheel, lock_dir, store)
+    for path in candidates:
+        if path.is_file():
+            return read_lock(path)
+    raise RecipeError([f"{recipe.name}: no lock for {wheel.metadata_name} {wheel.version} "
+                       f"(looked for {', '.join(str(p) for p in candidates)})"],
+                      hint=f"make one: retfwheel lock --recipe {recipe_arg} {wheel.path}"
+                      + (f" --lock-dir {lock_dir}" if lock_dir else ""))
+
+
 def read_lock(path: Path) -> Lock:
     """Read and validate a lock file."""
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise RecipeError([f"{path}: no lock file"], hint=f"create it with `retfwheel lock --recipe {path.with_suffix('.toml')}`") from None
+        raise RecipeError([f"{path}: no lock file"], hint="create it with `retfwheel lock`") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RecipeError([f"{path}: unreadable lock file ({exc})"], hint="recreate it with `retfwheel lock`") from exc
     head = data.get("lock", {})
@@ -119,12 +160,12 @@ def read_lock(path: Path) -> Lock:
     return Lock(path, str(head.get("recipe", "")), str(head.get("input", "")), str(head.get("requirements_sha256", "")), tuple(packages))
 
 
-def check_lock(lock: Lock, wheel: WheelInfo, requirements: list[Requirement], recipe_path: Path | None = None) -> None:
-    """Refuse a lock made for other requirements than the input's."""
+def check_lock(lock: Lock, wheel: WheelInfo, requirements: list[Requirement], recipe_arg: str = "") -> None:
+    """Refuse a lock made for other requirements than the input's (``recipe_arg``: the recipe as the user names it)."""
     if lock.requirements_sha256 != requirements_digest(requirements):
         raise RecipeError(
             [f"{lock.path}: made for {lock.input}, whose requirements differ from {wheel.filename}'s"],
-            hint=f"re-lock: retfwheel lock --recipe {recipe_path or lock.path.with_suffix('.toml')} {wheel.path}",
+            hint=f"re-lock: retfwheel lock --recipe {recipe_arg or lock.recipe} {wheel.path}",
         )
 
 
@@ -133,7 +174,7 @@ def locked_scripts(lock: Lock) -> frozenset[str]:
     return frozenset(script for package in lock.packages for script in package.scripts)
 
 
-def resolve_lock(wheel: WheelInfo, recipe: Recipe, target_python: Path, progress: Progress) -> Lock:
+def resolve_lock(wheel: WheelInfo, recipe: Recipe, target_python: Path, destination: Path, progress: Progress) -> Lock:
     """Resolve the closure with the target's interpreter and pin one file per package."""
     assert recipe.deps is not None
     requirements = vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements)
@@ -149,7 +190,8 @@ def resolve_lock(wheel: WheelInfo, recipe: Recipe, target_python: Path, progress
         for name, version in pins:
             progress(f"pinning {name}=={version} for {recipe.target.python_tag}")
             packages.append(_pin_file(name, version, recipe, scratch / "files" / name))
-    return Lock(recipe.deps.lock, recipe.name, f"{wheel.metadata_name}=={wheel.version}", requirements_digest(requirements), tuple(packages))
+    return Lock(destination, recipe.name, f"{wheel.metadata_name}=={wheel.version}", requirements_digest(requirements),
+                tuple(packages))
 
 
 def _pin(filename: str) -> tuple[str, str]:

@@ -77,7 +77,7 @@ class DepsSpec:
     """Vendoring of the input's Python requirements ([deps])."""
 
     vendor: bool
-    lock: Path
+    lock: Path | None  # a fixed lock file ([deps] lock); None: one per input (retfwheel.targets.lock.lock_candidates)
     leave: tuple[str, ...] = ()  # requirement names left to the target environment
     scripts: dict[str, str] | None = None  # vendored console script -> name it is published under
     environment_scripts: tuple[str, ...] = ()  # scripts owned by the target environment's packages
@@ -142,6 +142,11 @@ def builtin_recipes() -> list[Path]:
 
     folder = Path(str(importlib.resources.files(BUILTIN_RECIPES)))
     return sorted(folder.glob("*.toml"), key=lambda path: path.stem)
+
+
+def is_builtin(recipe: Recipe) -> bool:
+    """Whether ``recipe`` is one that ships with the tool (its folder is the installed package, not the user's)."""
+    return any(recipe.path.resolve() == path.resolve() for path in builtin_recipes())
 
 
 def find_recipe(value: str | Path) -> Path:
@@ -436,9 +441,10 @@ def _deps_spec(c: _Checker, data: dict, path: Path) -> DepsSpec | None:
     if not t:
         return None
     vendor = c.get(t, "deps", "vendor", _boolean, True)
-    lock = c.get(t, "deps", "lock", _string(re.compile(r"^[^/].*$"), "a file name next to the recipe"), f"{path.stem}.lock")
+    lock = c.get(t, "deps", "lock", _string(re.compile(r"^[^/].*$"), "a file name next to the recipe"), None)
     leave = c.get(t, "deps", "leave", _names, ())
     scripts = c.get(t, "deps", "scripts", _script_map, {})
     environment_scripts = c.get(t, "deps", "environment_scripts", _names, ())
-    return DepsSpec(bool(vendor), path.parent / (lock or f"{path.stem}.lock"), tuple(leave or ()), scripts or {}, tuple(environment_scripts or ()))
+    return DepsSpec(bool(vendor), path.parent / lock if lock else None, tuple(leave or ()), scripts or {},
+                    tuple(environment_scripts or ()))
 
