@@ -616,6 +616,15 @@ def _quiet_intended_v1_use():
     warnings.filterwarnings("ignore", message=_INTENDED_V1_DATA_WARNING, category=UserWarning)
 
 
+# What 1.x API mode reports as tf.__version__, tf.VERSION and tf.version.VERSION: the API it serves.
+# TF 1.x libraries branch on it (DeepCTR, DeepMatch, standalone Keras 2.3, tensorpack): reporting the
+# build's 2.x version sent them down TF 2 paths, where their own TF 1.15 tests returned early or
+# failed; with 1.15.5 their suites give TF 1.15.5's results test for test. No suffix: code parses it with
+# StrictVersion and int(v.split(".")[2]). The build's own version stays in
+# tensorflow.python.framework.versions (and tf.version.GIT_VERSION, pip, tf.sysconfig's flags).
+V1_API_VERSION = "1.15.5"
+
+
 def expose_v1_api(namespace, config):
     """Make the `tensorflow` module (its globals, ``namespace``) the TF 1.x API with 1.x behaviour."""
     if os.environ.get("RETF_API", "") == "2":
@@ -630,6 +639,9 @@ def expose_v1_api(namespace, config):
         if not name.startswith("__"):
             namespace[name] = getattr(v1, name)
     namespace["contrib"] = _contrib()
+    namespace["__version__"] = namespace["VERSION"] = V1_API_VERSION
+    for api in (v1, v1.compat.v1):  # tf.version and tf.compat.v1 (a module of its own) say the same
+        api.VERSION = api.version.VERSION = V1_API_VERSION
     _quiet_intended_v1_use()
     sparse_adam = sparse_adam_mode(config)
     if sparse_adam != "dense":

@@ -12,7 +12,10 @@ start = time.time()
 import tensorflow as tf  # noqa: E402
 
 report["import_seconds"] = round(time.time() - start, 2)
-report["version"] = tf.__version__
+from tensorflow.python.framework import versions  # noqa: E402
+
+report["version"] = versions.__version__  # the build's own; tf.__version__ is the API's (1.15.5 in 1.x API mode)
+report["api_version"] = tf.__version__
 with open("/proc/self/maps") as maps:
     report["libstdcxx_mapped"] = sorted({line.split()[-1] for line in maps if "libstdc++" in line})
 

@@ -35,7 +35,9 @@ SURFACE = """
 import json, os
 import tensorflow as tf
 from tensorflow.python.ops import partitioned_variables
-report = {"version": tf.__version__, "eager": tf.executing_eagerly(), "placeholder": hasattr(tf, "placeholder"),
+from tensorflow.python.framework import versions
+report = {"version": tf.__version__, "versions": [tf.VERSION, tf.version.VERSION, tf.compat.v1.VERSION],
+          "build": versions.__version__, "git": tf.version.GIT_VERSION, "eager": tf.executing_eagerly(), "placeholder": hasattr(tf, "placeholder"),
           "session": hasattr(tf, "Session"), "v2": hasattr(tf.compat.v2, "function"), "v1": tf.compat.v1.Session is tf.Session,
           "partitioned": hasattr(partitioned_variables, "fixed_size_partitioner"),
           "bfc": os.environ.get("TF_CPU_ALLOCATOR_USE_BFC")}
@@ -81,7 +83,9 @@ def lazy_recipe(tmp_path_factory):
 def test_import_tensorflow_is_the_1x_api(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     report = run_in(recipe, v1_venv, SURFACE)
-    assert report["version"] == "2.6.2" and report["eager"] is False
+    # the API it serves, as TF 1.x libraries branch on it; the build's own version where TensorFlow keeps it
+    assert report["version"] == "1.15.5" and report["versions"] == ["1.15.5"] * 3 and report["eager"] is False
+    assert report["build"] == "2.6.2" and report["git"].startswith("v2.6")
     assert report["placeholder"] and report["session"] and report["v2"] and report["v1"] and report["partitioned"]
     for key in ("contrib_import", "contrib_attribute"):  # a part not provided says what replaced it
         assert "not part of TensorFlow 2.x" in report[key] and "tf.contrib.learn -> tf.estimator" in report[key]
@@ -98,9 +102,10 @@ def test_runtime_defaults_are_set_unless_the_user_chose(v1_venv):
 
 
 def test_2x_api_on_request(v1_venv):
-    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, "import json, tensorflow as tf; print(json.dumps({'eager': tf.executing_eagerly()}))",
+    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv,
+                    "import json, tensorflow as tf; print(json.dumps({'eager': tf.executing_eagerly(), 'version': tf.__version__}))",
                     RETF_API="2")
-    assert report["eager"] is True
+    assert report == {"eager": True, "version": "2.6.2"}
 
 
 def test_adam_keeps_dense_semantics_through_the_fused_kernel(v1_venv):

@@ -10,6 +10,7 @@ import os
 import time
 
 import tensorflow as tf
+from tensorflow.python.framework import versions
 
 NUMERIC = ["I%d" % i for i in range(1, 14)]
 CATEGORICAL = ["C%d" % i for i in range(1, 27)]
@@ -182,7 +183,7 @@ def main(logits_fn, description):
                 window_start = now
         elapsed = time.time() - start
         result = {
-            "tensorflow": tf.__version__,
+            "tensorflow": versions.__version__,  # the build's own (tf.__version__ is 1.15.5 in 1.x API mode)
             "optimizer": implementation,
             "batch_size": args.batch_size,
             "steps": args.steps,

@@ -5,6 +5,7 @@ import os
 import threading
 
 import tensorflow as tf
+from tensorflow.python.framework import versions
 
 # The real path: TensorFlow keeps one entry per library file name, and `import tensorflow` registered
 # the library by this spelling; another spelling of the same file would yield no op wrappers.
@@ -39,7 +40,7 @@ def _load():
     if os.environ.get("RETF_OPS", "1") == "0":
         raise OpLibraryError("retf's op library is off in this process (RETF_OPS=0), so retf's ops cannot run; "
                              "unset RETF_OPS here and in every task of the cluster")
-    running = tf.__version__
+    running = versions.__version__  # the build's own: in 1.x API mode tf.__version__ is the API's, 1.15.5
     built = built_for()
     if built is not None and built != running:
         raise OpLibraryError(

@@ -118,8 +118,11 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     if report is None:
         checks.append(Check("import tensorflow", "FAIL", last_line(run)))
     else:
+        api = report.get("api_version")
+        reports = f", reports the 1.x API's {api}" if api and api != report.get("version") else ""
         checks.append(_status("import tensorflow", report.get("version") == expected,
-                              f"tensorflow {report.get('version')} in {report.get('import_seconds')} s (expected {expected})"))
+                              f"tensorflow {report.get('version')} in {report.get('import_seconds')} s "
+                              f"(expected {expected}{reports})"))
         vendored = wheel.archive.member(f"{RUNTIME_DIR}/libstdc++.so.6") is not None
         mapped = report.get("libstdcxx_mapped", [])
         if vendored and env.system_runtime is not None:
