@@ -1,4 +1,7 @@
-from retfwheel.proof.verify import _unchanged
+import pytest
+
+from retfwheel.errors import InputFileError
+from retfwheel.proof.verify import KEPT_MARKER, _kept_folder, _unchanged
 
 
 def snapshot(**dists):
@@ -50,3 +53,26 @@ def test_changed_version_or_file_fails():
 
 def test_empty_listing_fails():
     assert _unchanged({}, {}, "tensorflow", runs).status == "FAIL"
+
+
+def test_keep_env_refuses_a_folder_it_did_not_make_and_touches_nothing(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('mine')\n")
+    with pytest.raises(InputFileError, match="not empty, and not an environment `retfwheel verify --keep-env` made"):
+        _kept_folder(project)
+    assert [p.name for p in project.iterdir()] == ["train.py"]
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(InputFileError, match="needs a folder"):
+        _kept_folder(tmp_path / "a-file")
+
+
+def test_keep_env_replaces_only_a_folder_it_made(tmp_path):
+    kept = _kept_folder(tmp_path / "new" / "env")
+    assert (kept / KEPT_MARKER).is_file()
+    (kept / "venv").mkdir()
+    again = _kept_folder(kept)
+    assert sorted(p.name for p in again.iterdir()) == [KEPT_MARKER]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (_kept_folder(empty) / KEPT_MARKER).is_file()

@@ -67,16 +67,13 @@ def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tupl
     for script in scripts:
         if not Path(script).is_file():
             raise InputFileError(f"{script}: no such script", hint="pass an existing Python file to --script")
+    folder = _kept_folder(Path(keep)) if keep else Path(tempfile.mkdtemp(prefix="retfwheel-verify-"))
     base = prepare_environment(recipe, cache, python, progress)
     try:
         probe = probe_extension(cache)
     except InputFileError as exc:  # e.g. GCC 7 inside an old image: the extension checks cannot run
         probe = None
         progress(f"no GLIBCXX_3.4.29 probe: {exc}")
-    folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="retfwheel-verify-"))
-    if keep:
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
     try:
         progress(f"copying the {recipe.name} environment")
         env = base.copy_to(folder)
@@ -87,6 +84,24 @@ def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tupl
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     return Verification(wheel_path, recipe.name, tuple(checks), folder if keep else None)
+
+
+KEPT_MARKER = ".retfwheel-kept-environment"  # in every folder `verify --keep-env` made: it may replace it
+
+
+def _kept_folder(folder: Path) -> Path:
+    """``folder`` emptied for a kept environment: only a missing or empty folder, or one this command made."""
+    if folder.exists() and not folder.is_dir():
+        raise InputFileError(f"{folder}: --keep-env needs a folder, and this is a file", hint="pass a new folder")
+    if folder.is_dir() and any(folder.iterdir()):
+        if not (folder / KEPT_MARKER).is_file():
+            raise InputFileError(f"{folder}: not empty, and not an environment `retfwheel verify --keep-env` made; "
+                                 "nothing in it was touched", hint="pass a new or empty folder to --keep-env")
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / KEPT_MARKER).write_text("Made by `retfwheel verify --keep-env`; verify replaces this folder when "
+                                      "given it again.\n")
+    return folder
 
 
 def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Path | None, scripts, progress: Progress) -> list[Check]:
