@@ -117,8 +117,10 @@ def read_elf(path: str, view: MemberView, *, string_abi: bool = False) -> ElfInf
         needs = _version_needs(elf, view, strtab, numbers)
         provides = _version_definitions(elf, view, strtab, numbers)
         cxx11 = _cxx11_abi(view, strtab, numbers.get("DT_STRSZ", 0)) if string_abi else None
-    except (ELFError, struct.error, KeyError, StopIteration) as exc:
-        raise ValueError(f"{path}: malformed ELF ({exc})") from exc
+    # pyelftools meets damaged input with assertions and index errors as well as ELFError (found by fuzzing)
+    except (ELFError, struct.error, KeyError, StopIteration, AssertionError, IndexError, UnicodeDecodeError,
+            OverflowError) as exc:
+        raise ValueError(f"{path}: malformed ELF ({type(exc).__name__}: {exc})") from exc
     return ElfInfo(
         path=path,
         elf_class=elf_class * 32,

@@ -83,7 +83,7 @@ def read_archive(path: Path) -> Archive:
     members = []
     seen: set[str] = set()
     for info in infos:
-        _check_name(path, info.filename)
+        _check_name(path, info.orig_filename)  # zipfile cuts filename at a NUL byte; the original keeps it
         if info.filename in seen:
             raise UnsafeArchiveError(f"{path}: entry '{info.filename}' appears twice")
         seen.add(info.filename)
@@ -117,7 +117,9 @@ def read_archive(path: Path) -> Archive:
 
 def _check_name(path: Path, name: str) -> None:
     if "\\" in name or "\x00" in name:
-        raise UnsafeArchiveError(f"{path}: entry '{name}' has a backslash or NUL in its name")
+        raise UnsafeArchiveError(f"{path}: entry {name!r} has a backslash or NUL in its name")
+    if not name:
+        raise UnsafeArchiveError(f"{path}: an entry has an empty name")
     pure = PurePosixPath(name)
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise UnsafeArchiveError(f"{path}: entry '{name}' is an absolute path")
