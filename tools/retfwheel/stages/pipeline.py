@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,6 +32,7 @@ from retfwheel.targets.lock import (
 )
 from retfwheel.targets.recipe import Recipe, is_builtin
 from retfwheel.wheelfile.record import file_sha256
+from retfwheel.wheelfile.staging import remove_stale, staging_folder
 from retfwheel.wheelfile.wheel import read_wheel
 from retfwheel.wheelfile.writer import build_epoch, write_wheel
 
@@ -75,10 +74,12 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path 
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".retfwheel-", dir=out_dir))
+        stale = remove_stale(out_dir)
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot create the output ({exc.strerror or exc})") from exc
-    try:
+    for folder in stale:
+        progress(f"removed {folder.name}, left in {out_dir} by a build that was killed")
+    with staging_folder(out_dir) as staging:
         progress(f"writing {plan.filename}")
         written = write_wheel(plan, staging / plan.filename, epoch)
         progress("auditing the written wheel")
@@ -86,8 +87,6 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path 
         final = out_dir / plan.filename
         os.chmod(written.path, 0o644)
         os.replace(written.path, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return BuildResult(plan, inspection, final, report)
 
 
