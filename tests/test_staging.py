@@ -8,9 +8,8 @@ import subprocess
 import sys
 import time
 
-from retfwheel.wheelfile.staging import OWNER, UNOWNED_GRACE, remove_stale, staging_folder
-
 from conftest import REPO
+from retfwheel.wheelfile.staging import OWNER, UNOWNED_GRACE, remove_stale, staging_folder
 
 
 def test_only_the_folders_of_dead_builds_are_removed(tmp_path):
