@@ -212,7 +212,7 @@ def test_builtin_recipes_are_listed_and_used_by_name_from_any_folder(cli, tf_whe
 
 
 def test_unknown_recipe_name_suggests_the_close_one(cli, tf_wheel, tmp_path):
-    run = cli("build", tf_wheel(), "--recipe", "emulated-py3", "--out-dir", tmp_path / "out", cwd=tmp_path)
-    assert_clean_failure(run, "recipe", "emulated-py3: no such recipe file, and no built-in recipe of that name",
+    run = cli("build", tf_wheel(), "--recipe", "ubuntu18.04-py3", "--out-dir", tmp_path / "out", cwd=tmp_path)
+    assert_clean_failure(run, "recipe", "ubuntu18.04-py3: no such recipe file, and no built-in recipe of that name",
                          tmp_path / "out")
-    assert "did you mean emulated-py36?" in run.err
+    assert "did you mean ubuntu18.04-py36?" in run.err

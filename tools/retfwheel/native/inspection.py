@@ -16,7 +16,7 @@ from retfwheel.native.policy import Policy, lowest_policy
 from retfwheel.native.scan import is_framework_library, scan_wheel
 from retfwheel.native.verdict import Verdict, bundled_libraries, judge_elf
 from retfwheel.stages.injection import injected_config
-from retfwheel.stages.sharing import CORRECTIONS
+from retfwheel.targets.corrections import CORRECTIONS
 from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.wheel import WheelInfo, read_wheel

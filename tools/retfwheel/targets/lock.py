@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel
 
 from retfwheel.errors import FetchError, RecipeError
 from retfwheel.process import last_line
+from retfwheel.targets.corrections import Correction, correction_for
 from retfwheel.targets.fetch import pip_target_options
 from retfwheel.targets.recipe import Recipe, tomllib
 from retfwheel.wheelfile.archive import read_content
@@ -61,6 +62,17 @@ def vendored_requirements(wheel: WheelInfo, leave: tuple[str, ...], added: tuple
     left = {canonicalize_name(n) for n in leave}
     requirements = [Requirement(text) for text in (*wheel.requires_dist, *added)]
     return [r for r in requirements if canonicalize_name(r.name) not in left]
+
+
+def input_corrections(wheel: WheelInfo) -> list[Correction]:
+    """The corrections (retfwheel.targets.corrections) of ``wheel``'s own requirements."""
+    found = []
+    for text in wheel.requires_dist:
+        requirement = Requirement(text)
+        correction = correction_for(str(canonicalize_name(requirement.name)), requirement.specifier)
+        if correction is not None:
+            found.append(correction)
+    return found
 
 
 def requirements_digest(requirements: list[Requirement]) -> str:
@@ -182,8 +194,11 @@ def resolve_lock(wheel: WheelInfo, recipe: Recipe, target_python: Path, destinat
         scratch = Path(scratch_name)
         listing = scratch / "requirements.txt"
         listing.write_text("".join(f"{r}\n" for r in requirements))
+        constraints = scratch / "constraints.txt"  # a correction that narrows an input's range narrows its pin too
+        constraints.write_text("".join(f"{c.name}{c.range}\n" for c in input_corrections(wheel)))
         progress(f"resolving {len(requirements)} requirements with {target_python}")
-        _pip(target_python, ["download", "--prefer-binary", "-d", str(scratch / "resolved"), "-r", str(listing)])
+        _pip(target_python, ["download", "--prefer-binary", "-d", str(scratch / "resolved"), "-r", str(listing),
+                             "-c", str(constraints)])
         left = {canonicalize_name(n) for n in recipe.deps.leave}
         pins = sorted({p for p in map(_pin, (f.name for f in (scratch / "resolved").iterdir())) if canonicalize_name(p[0]) not in left})
         packages = []
