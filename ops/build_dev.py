@@ -18,7 +18,7 @@ from pathlib import Path
 
 from retfwheel.errors import RetfError
 from retfwheel.native.elf import read_elf
-from retfwheel.stages.oplib import build_info, compile_command, flags_for, op_sources
+from retfwheel.stages.oplib import ALLOCATOR_HEADERS, build_info, compile_command, flags_for, op_sources, string_abi
 from retfwheel.wheelfile.archive import MemberView
 
 OPS = Path(__file__).resolve().parent
@@ -44,10 +44,10 @@ def tensorflow_version(include_dir: Path) -> str:
         raise BuildError(f"{header}: no TF_{exc.args[0]} define") from exc
 
 
-def cxx11_abi(framework: Path) -> int | None:
-    """The _GLIBCXX_USE_CXX11_ABI of the framework library, as the shipped build reads it (its symbols)."""
+def string_abi_symbols(framework: Path) -> tuple[int, int] | None:
+    """The framework library's (cxx11, old) tensorflow:: symbol counts, as the shipped build reads them."""
     data = framework.read_bytes()
-    return read_elf(framework.name, MemberView(iter([data]), len(data)), string_abi=True).cxx11_abi
+    return read_elf(framework.name, MemberView(iter([data]), len(data)), string_abi=True).string_abi_symbols
 
 
 def build(site: Path, out: Path, cxx: str, abi: int | None = None, verbose: bool = False):
@@ -57,10 +57,10 @@ def build(site: Path, out: Path, cxx: str, abi: int | None = None, verbose: bool
     if not framework.is_file():
         raise BuildError(f"no {FRAMEWORK} under {tensorflow}; is --site the site-packages of a TensorFlow 2 install?")
     version = tensorflow_version(tensorflow / "include")
-    allocator = tensorflow / "include" / "tensorflow" / "core" / "framework" / "allocator.h"
+    headers = {name: (site / name).read_bytes() for name in ALLOCATOR_HEADERS if (site / name).is_file()}
     try:
-        flags = flags_for(version, cxx11_abi(framework) if abi is None else abi,
-                          allocator.read_bytes() if allocator.is_file() else None, str(site))
+        flags = flags_for(version, string_abi(string_abi_symbols(framework), str(site)) if abi is None else abi,
+                          headers, str(site))
     except RetfError as exc:
         raise BuildError(f"{exc}; pass --cxx11-abi 0 or 1 if the ABI is the problem") from exc
     out.parent.mkdir(parents=True, exist_ok=True)

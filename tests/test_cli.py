@@ -8,8 +8,17 @@ import zipfile
 
 import pytest
 
-from factory import make_wheel, tensorflow_files
+from factory import VERSION_H, compile_library, make_wheel, tensorflow_files
 
+# A framework library whose tensorflow:: symbols split evenly between the two std::string ABIs (the
+# abi_tag mangles a name as the C++11 string's do).
+TIE_SOURCE = """
+#include <string>
+namespace tensorflow {
+int NameLength(const std::string& name) { return static_cast<int>(name.size()); }
+__attribute__((abi_tag("cxx11"))) int Cxx11Length(int n) { return n; }
+}
+"""
 CODES = {"input": 3, "format": 4, "unsafe": 5, "record": 6, "recipe": 7, "target": 8, "processed": 9, "ops": 15}
 
 
@@ -183,7 +192,28 @@ def test_debug_shows_the_traceback(cli, tmp_path):
 def test_op_library_needs_the_wheels_headers(cli, tmp_path, tf_wheel, make_recipe):
     recipe = make_recipe(extra='\n[ops]\nbuild = true\nbuilder = "host"\n')
     run = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", tmp_path / "o")
-    assert_clean_failure(run, "ops", "kAllocatorAlignment", tmp_path / "o")
+    assert_clean_failure(run, "ops", "the wheel ships no C++ headers for the op library", tmp_path / "o")
+    assert "hint: " in run.err and "[ops] build = false" in run.err
+
+
+def test_op_flags_come_from_the_tsl_headers_of_a_newer_tensorflow(cli, tmp_path, tf_wheel, make_recipe):
+    headers = {"tensorflow/include/tensorflow/core/public/version.h": VERSION_H.replace(b"MINOR_VERSION 6", b"MINOR_VERSION 11"),
+               "tensorflow/include/tensorflow/core/framework/allocator.h": b'#include "tensorflow/tsl/framework/allocator.h"\n',
+               "tensorflow/include/tensorflow/tsl/framework/allocator.h": b"constexpr size_t kAllocatorAlignment = 64;\n"}
+    recipe = make_recipe(extra='\n[ops]\nbuild = true\nbuilder = "host"\n')
+    run = cli("build", tf_wheel(headers), "--recipe", recipe, "--out-dir", tmp_path / "o", "--dry-run")
+    assert run.code == 0, run.err
+    assert "-std=c++17, _GLIBCXX_USE_CXX11_ABI=0, EIGEN_MAX_ALIGN_BYTES=64" in run.out
+
+
+def test_a_string_abi_tie_is_refused_naming_both_counts(cli, tmp_path, make_recipe):
+    tie = compile_library(tmp_path, "tie.so", TIE_SOURCE, flags=("-D_GLIBCXX_USE_CXX11_ABI=0",))
+    wheel = make_wheel(tmp_path, tensorflow_files(tie))
+    assert "(tensorflow:: symbols: 1 old std::string, 1 C++11)" in cli("inspect", wheel).out
+    recipe = make_recipe(extra='\n[ops]\nbuild = true\nbuilder = "host"\n')
+    run = cli("build", wheel, "--recipe", recipe, "--out-dir", tmp_path / "o")
+    assert_clean_failure(run, "ops", "1 of its tensorflow:: symbols use the C++11 std::string and 1 the old one",
+                         tmp_path / "o")
 
 
 def test_verify_needs_an_environment_section(cli, tmp_path, tf_wheel, recipe):

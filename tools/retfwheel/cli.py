@@ -245,6 +245,14 @@ def _show_plan(result: BuildResult, dry_run: bool) -> None:
         click.echo("dry run: nothing written")
 
 
+def _describe_string_abi(ins) -> str:
+    if ins.string_abi_symbols is None:
+        return "unknown (no libtensorflow_framework)"
+    cxx11, old = ins.string_abi_symbols
+    value = f"_GLIBCXX_USE_CXX11_ABI={ins.cxx11_abi}" if ins.cxx11_abi is not None else "unknown"
+    return f"{value} (tensorflow:: symbols: {old} old std::string, {cxx11} C++11)"
+
+
 def _describe_step(step) -> str:
     if isinstance(step, VendorRuntime):
         return f"vendor libstdc++.so.6 from {step.spec.source} as {step.dest} ({step.reason})"
@@ -291,7 +299,7 @@ def _show_inspection(ins: Inspection, environment: dict[str, str] | None, recipe
         ("tags", ", ".join(sorted(str(t) for t in w.tags))),
         ("python / abi", f"{', '.join(sorted({t.interpreter for t in w.tags}))} / {', '.join(sorted({t.abi for t in w.tags}))}"),
         ("tensorflow", ins.tensorflow_version or "no (not a TensorFlow wheel)"),
-        ("C++ ABI", f"_GLIBCXX_USE_CXX11_ABI={ins.cxx11_abi}" if ins.cxx11_abi is not None else "unknown"),
+        ("C++ ABI", _describe_string_abi(ins)),
         ("manylinux", " / ".join([ins.policy.name, *ins.policy.aliases]) if ins.policy else "none (linux only)"),
         ("needs at most", ", ".join(f"{k}_{v}" for k, v in newest.items()) or "-"),
         ("retfwheel", "already processed" if ins.processed else "not processed"),

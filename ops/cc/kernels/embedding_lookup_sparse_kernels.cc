@@ -21,6 +21,18 @@
 namespace tensorflow {
 namespace {
 
+// A default Status is OK in every TF 2.x: Status::OK() is gone from TF 2.13, where Status is absl::Status.
+
+// A Status's message: message() from TF 2.12 on (absl::Status in 2.13 has no error_message()), error_message() before.
+template <typename S>
+auto StatusMessage(const S& status, int) -> decltype(std::string(status.message())) {
+  return std::string(status.message());
+}
+template <typename S>
+std::string StatusMessage(const S& status, long) {  // NOLINT(runtime/int): the lower-ranked overload
+  return status.error_message();
+}
+
 using CPUDevice = Eigen::ThreadPoolDevice;
 
 retf::Combiner ParseCombiner(const std::string& name) {
@@ -70,7 +82,7 @@ Status ReadSparseBatch(OpKernelContext* ctx, int first_input, SparseBatch<T, Tse
     }
     batch->num_segments = std::max<int64>(last, -1) + 1;
   }
-  return Status::OK();
+  return Status();
 }
 
 // Fills segments from the batch; InvalidArgument when its segment ids are not sorted ascending
@@ -79,7 +91,7 @@ template <typename T, typename Tseg>
 Status ReadSegments(const SparseBatch<T, Tseg>& batch, retf::Combiner combiner, retf::Segments<T>* segments) {
   const Tseg* segment_ids = batch.segment_ids->template flat<Tseg>().data();
   const int64 j = retf::MakeSegments(segment_ids, batch.weights, batch.nnz, batch.num_segments, combiner, segments);
-  if (j < 0) return Status::OK();
+  if (j < 0) return Status();
   if (segment_ids[j] < 0) {
     return errors::InvalidArgument("segment_ids[", j, "] = ", segment_ids[j], " is negative");
   }
@@ -97,7 +109,7 @@ Status CheckIds(const Tensor& ids, int64 num_rows) {
                                      "): params has ", num_rows, " rows");
     }
   }
-  return Status::OK();
+  return Status();
 }
 
 template <typename T, typename Tidx, typename Tseg, bool kResource>
@@ -142,7 +154,7 @@ class EmbeddingLookupSparseOp : public OpKernel {
     const Status shape_status = TensorShapeUtils::MakeShape(std::vector<int64>{batch.num_segments, dim}, &output_shape);
     OP_REQUIRES(ctx, shape_status.ok(),
                 errors::InvalidArgument("the output has a row per segment up to segment_ids[", batch.nnz - 1, "] = ",
-                                        batch.num_segments - 1, ": ", shape_status.error_message()));
+                                        batch.num_segments - 1, ": ", StatusMessage(shape_status, 0)));
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, output_shape, &output));
     retf::Segments<T> segments;

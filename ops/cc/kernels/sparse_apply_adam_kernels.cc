@@ -16,6 +16,8 @@
 namespace tensorflow {
 namespace {
 
+// A default Status is OK in every TF 2.x: Status::OK() is gone from TF 2.13, where Status is absl::Status.
+
 using CPUDevice = Eigen::ThreadPoolDevice;
 
 // Checks every index against [0, num_rows), naming the first bad one, then groups them.
@@ -34,7 +36,7 @@ Status GroupCheckedIndices(OpKernelContext* ctx, const Tensor& indices, int64 nu
     }
   }
   retf::GroupIndices(flat.data(), flat.size(), num_rows - 1, groups);
-  return Status::OK();
+  return Status();
 }
 
 Status CheckScalar(OpKernelContext* ctx, int input, const char* name) {
@@ -42,7 +44,7 @@ Status CheckScalar(OpKernelContext* ctx, int input, const char* name) {
   if (!TensorShapeUtils::IsScalar(t.shape())) {
     return errors::InvalidArgument(name, " must be a scalar, got shape ", t.shape().DebugString());
   }
-  return Status::OK();
+  return Status();
 }
 
 // kDense: TensorFlow's dense Adam for a sparse gradient (every row decays); otherwise lazy Adam

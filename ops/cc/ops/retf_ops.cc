@@ -12,6 +12,8 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
+// A default Status is OK in every TF 2.x: Status::OK() is gone from TF 2.13, where Status is absl::Status.
+
 // The shape of the variable behind a resource input; unknown when the handle carries none.
 ShapeHandle ResourceShape(InferenceContext* c, int input) {
   const auto* handle_data = c->input_handle_shapes_and_types(input);
@@ -44,7 +46,7 @@ Status SparseApplyAdamShape(InferenceContext* c, bool is_resource) {
     TF_RETURN_IF_ERROR(c->Concatenate(c->Vector(c->Dim(var, 0)), var_row, &var));
   }
   if (!is_resource) c->set_output(0, var);
-  return Status::OK();
+  return Status();
 }
 
 // ids and segment_ids are parallel vectors of length nnz; weights is one too, or empty
@@ -56,7 +58,7 @@ Status CheckSparseIds(InferenceContext* c, int ids_input) {
   TF_RETURN_IF_ERROR(c->WithRank(c->input(ids_input + 2), 1, &weights));
   DimensionHandle nnz;
   TF_RETURN_IF_ERROR(c->Merge(c->Dim(ids, 0), c->Dim(segment_ids, 0), &nnz));
-  return Status::OK();
+  return Status();
 }
 
 Status EmbeddingLookupSparseShape(InferenceContext* c, bool is_resource) {
@@ -65,7 +67,7 @@ Status EmbeddingLookupSparseShape(InferenceContext* c, bool is_resource) {
   TF_RETURN_IF_ERROR(CheckSparseIds(c, 1));
   // One row per segment up to the largest segment id, as tf.math.segment_sum gives.
   c->set_output(0, c->Matrix(c->UnknownDim(), c->Dim(params, 1)));
-  return Status::OK();
+  return Status();
 }
 
 Status EmbeddingLookupSparseGradShape(InferenceContext* c) {
@@ -75,7 +77,7 @@ Status EmbeddingLookupSparseGradShape(InferenceContext* c) {
   DimensionHandle num_unique = c->UnknownDim();
   c->set_output(0, c->Vector(num_unique));
   c->set_output(1, c->Matrix(num_unique, c->Dim(grad, 1)));
-  return Status::OK();
+  return Status();
 }
 
 }  // namespace

@@ -53,10 +53,16 @@ class ElfInfo:
     runpath: tuple[str, ...]
     # library -> symbol versions required from it, e.g. {"libc.so.6": ("GLIBC_2.2.5", ...)}
     version_needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # True: new (C++11) std::string ABI; False: old ABI; None: no std::string in its interface
-    cxx11_abi: bool | None = None
     # symbol versions this file defines (a runtime library's offer), e.g. ("GLIBCXX_3.4", ...)
     provides: tuple[str, ...] = ()
+    # How many of its own tensorflow:: dynamic symbols name a std::string of the C++11 ABI and of the
+    # old one, (cxx11, old); None when not counted (only the framework library is)
+    string_abi_symbols: tuple[int, int] | None = None
+
+    @property
+    def cxx11_abi(self) -> bool | None:
+        """True: new (C++11) std::string ABI; False: old ABI; None: not counted, or a tie."""
+        return None if self.string_abi_symbols is None else majority_abi(*self.string_abi_symbols)
 
     def newest(self, family: str) -> tuple[int, ...] | None:
         """Newest version of ``family`` (e.g. 'GLIBCXX') this file needs, if any."""
@@ -116,7 +122,7 @@ def read_elf(path: str, view: MemberView, *, string_abi: bool = False) -> ElfInf
         strtab = _file_offset(elf, numbers.get("DT_STRTAB"))
         needs = _version_needs(elf, view, strtab, numbers)
         provides = _version_definitions(elf, view, strtab, numbers)
-        cxx11 = _cxx11_abi(view, strtab, numbers.get("DT_STRSZ", 0)) if string_abi else None
+        abi_symbols = _string_abi_symbols(view, strtab, numbers.get("DT_STRSZ", 0)) if string_abi else None
     # pyelftools meets damaged input with assertions and index errors as well as ELFError (found by fuzzing)
     except (ELFError, struct.error, KeyError, StopIteration, AssertionError, IndexError, UnicodeDecodeError,
             OverflowError) as exc:
@@ -130,8 +136,8 @@ def read_elf(path: str, view: MemberView, *, string_abi: bool = False) -> ElfInf
         rpath=tuple(tags["DT_RPATH"]),
         runpath=tuple(tags["DT_RUNPATH"]),
         version_needs=needs,
-        cxx11_abi=cxx11,
         provides=provides,
+        string_abi_symbols=abi_symbols,
     )
 
 
@@ -191,9 +197,11 @@ def _version_needs(elf: ELFFile, view: MemberView, strtab: int | None, numbers: 
 
 
 _ABI_MARKERS = re.compile(rb"St7__cxx11|B5cxx11|RKSs|PKSs")
-# Symbols of namespace std: a library may carry (statically linked) libstdc++ of both ABIs,
-# so only the library's own symbols tell which std::string its interface uses.
-_STD_SYMBOL = re.compile(rb"_Z(?:GTt|T[VIST]|Th\d+_)?N?K?S[tsbaiod]")
+# A symbol of namespace tensorflow, through the special names around it (guard variables, vtables,
+# typeinfo, thunks, local statics). A library may carry statically linked libstdc++ or __gnu_cxx code
+# of both ABIs (intel-tensorflow 2.6.0 does), so only TensorFlow's own symbols tell which std::string
+# its interface uses.
+_TENSORFLOW_SYMBOL = re.compile(rb"_Z(?:G[VR]|GTt|T[VISTHW]|Thn?\d+_|Tvn?\d+_n?\d+_)?Z?N?[rVKRO]*10tensorflow")
 
 
 def _version_definitions(elf: ELFFile, view: MemberView, strtab: int | None, numbers: dict[str, int]) -> tuple[str, ...]:
@@ -213,23 +221,21 @@ def _version_definitions(elf: ELFFile, view: MemberView, strtab: int | None, num
     return tuple(sorted(names))
 
 
-def _cxx11_abi(view: MemberView, strtab: int | None, size: int) -> bool | None:
-    """Which std::string ABI the library's own dynamic symbols use, from their mangled names."""
+def majority_abi(cxx11: int, old: int) -> bool | None:
+    """The std::string ABI most of the counted symbols use: True for C++11, False for old, None on a tie."""
+    return None if cxx11 == old else cxx11 > old
+
+
+def _string_abi_symbols(view: MemberView, strtab: int | None, size: int) -> tuple[int, int]:
+    """(cxx11, old): how many of the library's own tensorflow:: dynamic symbols name each std::string ABI."""
     if strtab is None or not size:
-        return None
+        return 0, 0
     view.seek(strtab)
     names = view.read(size)
-    new = old = 0
+    cxx11: set[int] = set()  # the symbols by where their names start
+    old: set[int] = set()
     for match in _ABI_MARKERS.finditer(names):
         start = names.rfind(b"\x00", 0, match.start()) + 1
-        if _STD_SYMBOL.match(names, start):
-            continue
-        if match.group().endswith(b"Ss"):
-            old += 1
-        else:
-            new += 1
-    if new and not old:
-        return True
-    if old and not new:
-        return False
-    return None
+        if _TENSORFLOW_SYMBOL.match(names, start):
+            (old if match.group().endswith(b"Ss") else cxx11).add(start)
+    return len(cxx11), len(old)

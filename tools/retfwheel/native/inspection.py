@@ -11,7 +11,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from retfwheel.errors import TargetMismatchError
-from retfwheel.native.elf import ElfInfo
+from retfwheel.native.elf import ElfInfo, majority_abi
 from retfwheel.native.policy import Policy, lowest_policy
 from retfwheel.native.scan import is_framework_library, scan_wheel
 from retfwheel.native.verdict import Verdict, bundled_libraries, judge_elf
@@ -30,11 +30,18 @@ class Inspection:
     wheel: WheelInfo
     elves: tuple[ElfInfo, ...]
     tensorflow_version: str | None
-    cxx11_abi: int | None  # value of _GLIBCXX_USE_CXX11_ABI the native code was built with
+    # (cxx11, old): the framework library's own tensorflow:: symbols naming each std::string ABI
+    string_abi_symbols: tuple[int, int] | None
     policy: Policy | None  # most compatible manylinux policy the ELF files satisfy
     verdicts: tuple[Verdict, ...] | None  # per ELF, against the recipe's target
     processed: dict | None  # provenance of an earlier retfwheel run, if any
     package_init: bytes | None = None  # tensorflow/__init__.py, which a build patches
+
+    @property
+    def cxx11_abi(self) -> int | None:
+        """The _GLIBCXX_USE_CXX11_ABI the framework library was built with (its symbols' majority); None on a tie."""
+        decided = majority_abi(*self.string_abi_symbols) if self.string_abi_symbols else None
+        return None if decided is None else int(decided)
 
     @property
     def private_dependencies(self) -> tuple[dict, ...]:
@@ -59,7 +66,7 @@ def analyse(wheel: WheelInfo, elves: tuple[ElfInfo, ...], recipe: Recipe | None)
         wheel=wheel,
         elves=elves,
         tensorflow_version=tensorflow_version(wheel),
-        cxx11_abi=_cxx11_flag(elves),
+        string_abi_symbols=_string_abi_symbols(elves),
         policy=lowest_policy(elves, bundled, arch),
         verdicts=verdicts,
         processed=_provenance(wheel),
@@ -91,10 +98,10 @@ def require_tensorflow(inspection: Inspection) -> str:
     return inspection.tensorflow_version
 
 
-def _cxx11_flag(elves: tuple[ElfInfo, ...]) -> int | None:
+def _string_abi_symbols(elves: tuple[ElfInfo, ...]) -> tuple[int, int] | None:
     for elf in elves:
-        if is_framework_library(elf.path) and elf.cxx11_abi is not None:
-            return int(elf.cxx11_abi)
+        if is_framework_library(elf.path) and elf.string_abi_symbols is not None:
+            return elf.string_abi_symbols
     return None
 
 
@@ -145,6 +152,8 @@ def inspection_json(inspection: Inspection, environment: dict[str, str] | None =
         },
         "tensorflow_version": inspection.tensorflow_version,
         "cxx11_abi": inspection.cxx11_abi,
+        "cxx11_abi_symbols": dict(zip(("cxx11", "old"), inspection.string_abi_symbols))
+        if inspection.string_abi_symbols else None,
         "manylinux": [inspection.policy.name, *inspection.policy.aliases] if inspection.policy else None,
         "processed_by_retfwheel": inspection.processed,
         "private_dependencies": [

@@ -85,7 +85,9 @@ def _elf_from_json(item: dict) -> ElfInfo:
     for name in ("needed", "rpath", "runpath", "provides"):
         item[name] = tuple(item[name])
     item["version_needs"] = {k: tuple(v) for k, v in item["version_needs"].items()}
-    return ElfInfo(**item)
+    if item.get("string_abi_symbols") is not None:
+        item["string_abi_symbols"] = tuple(item["string_abi_symbols"])
+    return ElfInfo(**item)  # an entry from an older scan (other fields) raises TypeError and is redone
 
 
 def _verify_member(fh, wheel: WheelInfo, member: Member) -> ElfInfo | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from retfwheel.errors import InputFileError, OpBuildError
+from retfwheel.native.elf import majority_abi
 from retfwheel.stages.runtime import debian_mirror
 from retfwheel.wheelfile.archive import Archive, iter_content, open_archive_file, read_content
 
@@ -28,7 +29,11 @@ Progress = Callable[[str], None]
 LIBRARY_DIR = "retf"
 OPS_LIBRARY = f"{LIBRARY_DIR}/_retf_ops.so"
 _SDK_PREFIX = "tensorflow/include/"
-ALLOCATOR_HEADER = "tensorflow/include/tensorflow/core/framework/allocator.h"
+# Where the wheel's headers define kAllocatorAlignment: TF <= 2.10 in core, TF 2.11-2.13 in TSL, which
+# they ship inside tensorflow/ (tensorflow/core/framework/allocator.h then includes it).
+ALLOCATOR_HEADERS = (f"{_SDK_PREFIX}tensorflow/core/framework/allocator.h",
+                     f"{_SDK_PREFIX}tensorflow/tsl/framework/allocator.h")
+_NO_OPS = "set [ops] build = false in the recipe to build the wheel without the op library"
 
 
 @dataclass(frozen=True)
@@ -40,24 +45,43 @@ class OpFlags:
     eigen_align: int  # EIGEN_MAX_ALIGN_BYTES: TF keeps it equal to its allocator alignment
 
 
-def derive_flags(archive: Archive, tensorflow_version: str, cxx11_abi: int | None) -> OpFlags:
+def derive_flags(archive: Archive, tensorflow_version: str, string_abi_symbols: tuple[int, int] | None) -> OpFlags:
     """The flags a custom op for this wheel needs, read from the wheel itself."""
-    allocator = archive.member(ALLOCATOR_HEADER)
-    return flags_for(tensorflow_version, cxx11_abi, read_content(archive, allocator) if allocator else None,
-                     str(archive.path))
+    where = str(archive.path)
+    headers = {name: read_content(archive, member) for name in ALLOCATOR_HEADERS if (member := archive.member(name))}
+    return flags_for(tensorflow_version, string_abi(string_abi_symbols, where), headers, where)
 
 
-def flags_for(tensorflow_version: str, cxx11_abi: int | None, allocator_header: bytes | None, where: str) -> OpFlags:
+def string_abi(symbols: tuple[int, int] | None, where: str) -> int:
+    """_GLIBCXX_USE_CXX11_ABI from the framework library's (cxx11, old) tensorflow:: symbol counts: their majority."""
+    if symbols is None:
+        raise OpBuildError(f"{where}: has no libtensorflow_framework.so.2 to take the std::string ABI from",
+                           hint=f"the op library links against it; {_NO_OPS}")
+    decided = majority_abi(*symbols)
+    if decided is None:
+        cxx11, old = symbols
+        raise OpBuildError(f"{where}: cannot tell which std::string ABI libtensorflow_framework uses: {cxx11} of its "
+                           f"tensorflow:: symbols use the C++11 std::string and {old} the old one",
+                           hint=f"a tie; {_NO_OPS} (ops/build_dev.py takes --cxx11-abi for a developer build)")
+    return int(decided)
+
+
+def flags_for(tensorflow_version: str, cxx11_abi: int, allocator_headers: dict[str, bytes], where: str) -> OpFlags:
     """The one derivation of the op library's flags (the shipped build and ops/build_dev.py both use it):
-    the C++ standard from the version, the string ABI from the framework library's symbols (see
-    native.elf), EIGEN_MAX_ALIGN_BYTES from the allocator's alignment."""
-    if cxx11_abi is None:
-        raise OpBuildError(f"{where}: cannot tell which std::string ABI libtensorflow_framework uses")
-    match = re.search(rb"kAllocatorAlignment\s*=\s*(\d+)", allocator_header) if allocator_header else None
-    if match is None:
-        raise OpBuildError(f"{where}: no {ALLOCATOR_HEADER} with kAllocatorAlignment; are the headers shipped?")
+    the C++ standard from the version, the string ABI as given (see ``string_abi``), EIGEN_MAX_ALIGN_BYTES
+    from the allocator's alignment in whichever of ALLOCATOR_HEADERS (path -> text) defines it."""
+    if not allocator_headers:
+        raise OpBuildError(f"{where}: the wheel ships no C++ headers for the op library (none of "
+                           f"{', '.join(ALLOCATOR_HEADERS)})",
+                           hint=f"the op library is compiled against the input's own headers; {_NO_OPS}")
+    alignments = [int(m.group(1)) for text in allocator_headers.values()
+                  if (m := re.search(rb"kAllocatorAlignment\s*=\s*(\d+)", text))]
+    if not alignments:
+        raise OpBuildError(f"{where}: no kAllocatorAlignment in {', '.join(sorted(allocator_headers))}: "
+                           "a header layout retfwheel does not know",
+                           hint=f"EIGEN_MAX_ALIGN_BYTES must match TensorFlow's allocator; {_NO_OPS}")
     major, minor = (int(p) for p in re.findall(r"\d+", tensorflow_version)[:2])
-    return OpFlags("c++17" if (major, minor) >= (2, 10) else "c++14", int(cxx11_abi), int(match.group(1)))
+    return OpFlags("c++17" if (major, minor) >= (2, 10) else "c++14", cxx11_abi, alignments[0])
 
 
 def op_sources() -> dict:

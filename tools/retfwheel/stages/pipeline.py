@@ -61,7 +61,7 @@ def build_wheel(input_path: Path, recipe: Recipe, out_dir: Path, *, cache: Path 
     progress(f"verifying {len(wheel.archive.members)} members against RECORD and analysing ELF files")
     elves = verified_elves(wheel, input_sha256, _cache(cache))
     inspection = analyse(wheel, elves, recipe)
-    op_flags = derive_flags(wheel.archive, inspection.tensorflow_version or "", inspection.cxx11_abi) \
+    op_flags = derive_flags(wheel.archive, inspection.tensorflow_version or "", inspection.string_abi_symbols) \
         if recipe.ops.build and inspection.tensorflow_version else None
     plan = make_plan(inspection, recipe, input_sha256, __version__, lock, op_flags)
     if dry_run:
