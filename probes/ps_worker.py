@@ -7,12 +7,13 @@ Usage: python ps_worker.py CLUSTER_JSON TASK_INDEX [--steps N] [--rows R] [--dim
 TensorFlow running it (retf.train.LazyAdamOptimizer on a retfwheel build, tf.contrib.opt's on TF 1.15).
 Batches depend only on the task index and step, so one worker's run is deterministic. Python 3.6+.
 """
-import argparse
+import argparse  # noqa: I001  (tensorflow before numpy, below)
 import json
 import time
 
-import numpy as np
+# tensorflow first: a build whose numpy the environment's cannot serve refuses a numpy imported before it
 import tensorflow as tf
+import numpy as np
 
 if not hasattr(tf, "placeholder"):  # a 2.x API: this program is TF 1.x code
     tf = tf.compat.v1
