@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import RECIPES, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -87,3 +88,26 @@ def test_ubuntu1804_recipe_builds_ops_in_a_bullseye_root(real_wheel, bionic, tmp
     assert {e["verdict"] for e in data["elf"]} == {"ok"}
     glibc = tuple(map(int, data["manylinux"][0].split("_")[1:3]))
     assert glibc <= (2, 27)
+
+
+def test_another_machine_builds_the_same_bytes(built_wheel, real_wheel, python36, tmp_path):
+    """The same input and recipe built with another cache folder, HOME, TMPDIR, working folder, time zone and umask,
+    everything compiled anew (the op library, the locked sdists): byte for byte the same wheel."""
+    from retfwheel.targets.fetch import cache_root
+
+    cache = tmp_path / "cache"
+    # Locked downloads are content-addressed and checked by sha256 on use: sharing them only saves the network.
+    shutil.copytree(cache_root() / "files", cache / "files")
+    for folder in ("home", "tmp", "work"):
+        (tmp_path / folder).mkdir()
+    env = dict(os.environ, RETFWHEEL_CACHE_DIR=str(cache), HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path / "tmp"),
+               TZ="Pacific/Chatham", RETF_PYTHON36=str(python36))
+    env.pop("XDG_CACHE_HOME", None)
+    run = subprocess.run([sys.executable, "-m", "retfwheel", "build", str(real_wheel), "--recipe",
+                          str(RECIPES / "emulated-py36.toml"), "--out-dir", str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env, cwd=tmp_path / "work", timeout=1800,
+                         preexec_fn=lambda: os.umask(0o077))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "compiling the retf op library" in run.stderr and "building wrapt-1.12.1.tar.gz" in run.stderr
+    other = Path(run.stdout.strip().splitlines()[-1])
+    assert other.read_bytes() == built_wheel.read_bytes()

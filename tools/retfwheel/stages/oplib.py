@@ -149,7 +149,8 @@ def build_info(tensorflow_version: str, identity: str, flags: OpFlags) -> bytes:
 def compile_command(spec: dict, flags: OpFlags, compiler: str, include: Path, framework: Path,
                     output: str = "_retf_ops.so") -> list[str]:
     """The one command that builds the library from ops/build.json (run in a copy of ops/)."""
-    values = {"include": str(include), "framework_dir": str(framework), "abi": str(flags.cxx11_abi),
+    values = {"include": str(include), "framework_dir": str(framework), "headers_root": str(Path(include).parent.parent),
+              "abi": str(flags.cxx11_abi),
               "std": flags.std, "eigen_align": str(flags.eigen_align)}
     compile_flags = [f.format(**values) for f in spec["compile_flags"]]
     link_flags = [f.format(**values) for f in spec["link_flags"]]

@@ -9,6 +9,7 @@ built into a wheel with the target's interpreter at build time.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -245,8 +246,9 @@ def download(spec: str, recipe: Recipe, folder: Path, *, sdist: bool) -> Path:
     return new[0]
 
 
-def _pip(python: Path, arguments: list[str]) -> None:
-    result = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *arguments], capture_output=True, text=True)
+def _pip(python: Path, arguments: list[str], env: dict[str, str] | None = None) -> None:
+    result = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *arguments], capture_output=True,
+                            text=True, env=env)
     if result.returncode != 0:
         raise FetchError(f"pip {arguments[0]} failed: {last_line(result)}")
 
@@ -280,7 +282,8 @@ def fetch_locked(lock: Lock, recipe: Recipe, cache: Path, target_python: Path | 
 
 
 def _built_wheel(sdist: Path, package: LockedPackage, cache: Path, target_python: Path | None, progress: Progress) -> Path:
-    folder = cache / "built" / f"{package.sha256}-{_python_key(target_python)}"
+    # "r2": built reproducibly (_reproducible_build_env); wheels built before that are not reused
+    folder = cache / "built" / f"{package.sha256}-{_python_key(target_python)}-r2"
     found = sorted(folder.glob("*.whl")) if folder.is_dir() else []
     if len(found) == 1:
         return found[0]
@@ -289,7 +292,9 @@ def _built_wheel(sdist: Path, package: LockedPackage, cache: Path, target_python
     progress(f"building {package.filename} into a wheel with {target_python}")
     scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=_ensure(cache)))
     try:
-        _pip(target_python, ["wheel", "--no-deps", "-w", str(scratch / "built"), str(sdist)])
+        source = _unpack_sdist(sdist, scratch / "src")
+        _pip(target_python, ["wheel", "--no-deps", "-w", str(scratch / "built"), str(source)],
+             env=_reproducible_build_env(source, package, target_python))
         wheels = sorted((scratch / "built").glob("*.whl"))
         if len(wheels) != 1:
             raise FetchError(f"building {package.filename} gave {len(wheels)} wheels")
@@ -300,6 +305,50 @@ def _built_wheel(sdist: Path, package: LockedPackage, cache: Path, target_python
         return folder / wheels[0].name
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# Built code must not depend on where it was built: the time is fixed, and the folders the compiler saw
+# (the unpacked sdist, pip's scratch, the target Python's headers) are mapped to fixed names.
+SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the earliest time a zip entry can carry
+
+
+def _unpack_sdist(sdist: Path, folder: Path) -> Path:
+    """The sdist's single top folder, unpacked into ``folder`` (pip then builds it in place, at a path we name)."""
+    import tarfile
+    import zipfile
+
+    folder.mkdir(parents=True)
+    try:
+        if sdist.name.endswith(".zip"):
+            with zipfile.ZipFile(sdist) as archive:
+                for name in archive.namelist():
+                    if name.startswith("/") or ".." in Path(name).parts:
+                        raise FetchError(f"{sdist.name}: unsafe path {name!r} in the sdist")
+                archive.extractall(folder)
+        else:
+            with tarfile.open(sdist) as archive:
+                for member in archive.getmembers():
+                    if member.name.startswith("/") or ".." in Path(member.name).parts or not (member.isfile() or member.isdir()):
+                        raise FetchError(f"{sdist.name}: unsafe entry {member.name!r} in the sdist")
+                archive.extractall(folder)
+    except (OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
+        raise FetchError(f"{sdist.name}: cannot unpack the sdist ({exc})") from exc
+    tops = [entry for entry in folder.iterdir()]
+    if len(tops) != 1 or not tops[0].is_dir():
+        raise FetchError(f"{sdist.name}: an sdist holds one top folder, this one {len(tops)} entries")
+    return tops[0]
+
+
+def _reproducible_build_env(source: Path, package: LockedPackage, python: Path) -> dict[str, str]:
+    prefix = subprocess.run([str(python), "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
+                            text=True).stdout.strip()
+    maps = [f"-ffile-prefix-map={source}=/retfwheel/src/{package.name}-{package.version}"]
+    if prefix:
+        maps.append(f"-ffile-prefix-map={prefix}=/retfwheel/python")
+    env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH, PYTHONHASHSEED="0")
+    for variable in ("CFLAGS", "CXXFLAGS"):
+        env[variable] = " ".join([os.environ.get(variable, ""), *maps]).strip()
+    return env
 
 
 def _unlink_libpython(wheel: Path, unpacked: Path, out: Path) -> None:

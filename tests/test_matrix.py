@@ -1,0 +1,95 @@
+"""Every TensorFlow build users bring (slow; run in CI): each row is built with a shipped recipe and the lock
+shipped for its input, verified in the recipe's old environment, and, for the newest TensorFlow here, its op
+library put through all of tests/ops/check_retf_ops.py.
+
+| row | what it proves |
+|---|---|
+| tensorflow-cpu 2.11.0, Python 3.7 | TSL's header layout, C++17, the C++11 string ABI; numpy >= 1.20 against the environment's 1.18.5 |
+| tensorflow-cpu 2.4.4, Python 3.6 | the oldest TF 2.x with ops: core headers, C++14 |
+| intel-tensorflow 2.6.0, Python 3.6 | a framework library whose statically linked std code carries __cxx11 symbols |
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from conftest import RECIPES, run_cli
+
+pytestmark = pytest.mark.slow
+
+CHECKS = Path(__file__).resolve().parent / "ops" / "check_retf_ops.py"
+ROWS = [
+    ("emulated-py37", "tensorflow-cpu==2.11.0"),
+    ("emulated-py36", "tensorflow-cpu==2.4.4"),
+    ("emulated-py36", "intel-tensorflow==2.6.0"),
+]
+
+
+def fetch(recipe_name: str, requirement: str) -> Path:
+    from retfwheel.targets.fetch import cache_root, fetch_default_input
+    from retfwheel.targets.recipe import load_recipe
+
+    recipe = dataclasses.replace(load_recipe(RECIPES / f"{recipe_name}.toml"), input_requirement=Requirement(requirement))
+    return fetch_default_input(recipe, cache_root())
+
+
+@pytest.fixture(scope="module")
+def verified_rows(tmp_path_factory):
+    """(recipe, requirement) -> (verify's exit code, its JSON report, the kept venv), each built once."""
+    results = {}
+
+    def verified(recipe: str, requirement: str):
+        if (recipe, requirement) not in results:
+            folder = tmp_path_factory.mktemp(requirement.replace("==", "-"))
+            built = run_cli("build", fetch(recipe, requirement), "--recipe", recipe, "--out-dir", folder / "out")
+            assert built.returncode == 0, built.stderr[-3000:]
+            wheel = built.stdout.strip().splitlines()[-1]
+            run = run_cli("verify", wheel, "--recipe", recipe, "--json", "--keep-env", folder / "env")
+            results[(recipe, requirement)] = (run.returncode, json.loads(run.stdout), folder / "env" / "venv")
+        return results[(recipe, requirement)]
+
+    return verified
+
+
+@pytest.mark.parametrize("recipe, requirement", ROWS)
+def test_each_input_builds_and_verifies_in_its_old_environment(verified_rows, recipe, requirement):
+    code, report, _ = verified_rows(recipe, requirement)
+    failed = [c for c in report["checks"] if c["status"] == "FAIL"]
+    assert code == 0 and not failed, json.dumps(failed, indent=1)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["op library sparse update"]["status"] == "pass"
+    assert checks["import tensorflow"]["detail"].startswith(f"tensorflow {requirement.split('==')[1]} ")
+
+
+def test_numpy_imported_first_is_refused_with_both_versions_and_the_fixes(verified_rows):
+    """tensorflow-cpu 2.11 needs numpy >= 1.20; a TF 1.15 program importing the environment's 1.18.5 first is told
+    so and how to fix it, never "initialization failed"."""
+    _, report, venv = verified_rows("emulated-py37", "tensorflow-cpu==2.11.0")
+    run = run_cli("run", "--recipe", "emulated-py37", "--env", venv, "python", "-c", "import numpy; import tensorflow")
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()
+    assert last[-2].startswith("ImportError: numpy 1.18.5 was already imported from ")
+    assert "but this TensorFlow needs numpy >=1.20 (it ships numpy 1.21.6)" in last[-2]
+    assert last[-1] == "Fix: import tensorflow before numpy, or install a version in the range into the environment " \
+                       "(pip install 'numpy>=1.20')."
+    assert "initialization failed" not in run.stderr
+
+
+def check_classes() -> list[str]:
+    return [node.name for node in ast.parse(CHECKS.read_text()).body
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Test")]
+
+
+@pytest.mark.parametrize("check_class", check_classes())
+def test_the_op_checks_pass_on_tensorflow_2_11(verified_rows, check_class):
+    _, _, venv = verified_rows("emulated-py37", "tensorflow-cpu==2.11.0")
+    result = subprocess.run([str(venv / "bin" / "python"), str(CHECKS), "-v", check_class], capture_output=True,
+                            text=True, timeout=1200)
+    assert result.returncode == 0, f"{check_class} failed on TF 2.11:\n{result.stderr[-8000:]}"
