@@ -7,6 +7,8 @@ import pytest
 from retfwheel.errors import AuditError
 from retfwheel.native.inspection import inspect_wheel
 from retfwheel.stages.audit import audit_wheel
+from retfwheel.stages.finish import finish
+from retfwheel.stages.materialize import StepResults
 from retfwheel.stages.pipeline import output_elves
 from retfwheel.stages.plan import NewMember, make_plan
 from retfwheel.targets.recipe import load_recipe
@@ -16,8 +18,10 @@ from retfwheel.wheelfile.writer import DEFAULT_EPOCH, write_wheel
 @pytest.fixture
 def written(tf_wheel, recipe, tmp_path):
     target = load_recipe(recipe)
-    inspection = inspect_wheel(tf_wheel(), target)
+    source = tf_wheel()
+    inspection = inspect_wheel(source, target)
     plan = make_plan(inspection, target, "0" * 64, "0.1.0")
+    plan = finish(plan, target, StepResults(), output_elves(plan, inspection.elves), source)  # adds the SBOM
     wheel = write_wheel(plan, tmp_path / plan.filename, DEFAULT_EPOCH)
     return wheel, plan, target, output_elves(plan, inspection.elves)
 
@@ -47,3 +51,23 @@ def test_a_file_name_other_than_the_plans_fails(written):
     wheel, plan, recipe, elves = written
     with pytest.raises(AuditError, match="file name .* != planned"):
         audit_wheel(wheel, dataclasses.replace(plan, filename=plan.filename.replace("manylinux", "nomanylinux")), recipe, elves)
+
+
+def test_an_sbom_that_does_not_match_the_wheel_fails(written, tmp_path):
+    import json
+
+    from retfwheel.stages.sbom import SBOM_NAME
+
+    _, plan, recipe, elves = written
+    name = f"{plan.dist_info}/{SBOM_NAME}"
+    sbom = json.loads(next(m.data for m in plan.members if m.name == name))
+    assert [c["name"] for c in sbom["components"]] == ["tensorflow-cpu"] and sbom["specVersion"] == "1.5"
+    sbom["components"].append({"type": "library", "bom-ref": "vendored:numpy", "name": "numpy", "version": "1.19.5",
+                               "hashes": [{"alg": "SHA-256", "content": "0" * 64}],
+                               "properties": [{"name": "retfwheel:role", "value": "vendored"}]})
+    members = tuple(NewMember(name, json.dumps(sbom).encode()) if m.name == name else m for m in plan.members)
+    changed = dataclasses.replace(plan, members=members)
+    (tmp_path / "other").mkdir()
+    wheel = write_wheel(changed, tmp_path / "other" / plan.filename, DEFAULT_EPOCH)
+    with pytest.raises(AuditError, match="the SBOM does not match the wheel: vendored distributions differ"):
+        audit_wheel(wheel, changed, recipe, elves)

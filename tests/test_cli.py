@@ -246,3 +246,20 @@ def test_unknown_recipe_name_suggests_the_close_one(cli, tf_wheel, tmp_path):
     assert_clean_failure(run, "recipe", "ubuntu18.04-py3: no such recipe file, and no built-in recipe of that name",
                          tmp_path / "out")
     assert "did you mean ubuntu18.04-py36?" in run.err
+
+
+def test_a_produced_wheel_carries_an_sbom_that_inspect_shows(cli, tf_wheel, recipe, tmp_path):
+    source = tf_wheel()
+    built = cli("build", source, "--recipe", recipe, "--out-dir", tmp_path / "out")
+    assert built.code == 0, built.err
+    wheel = built.out.strip().splitlines()[-1]
+    data = json.loads(cli("inspect", wheel, "--json").out)
+    (component,) = data["sbom"]
+    assert component["role"] == "input" and component["name"] == "tensorflow-cpu" and component["version"] == "2.6.2"
+    import hashlib
+
+    assert component["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    assert "SBOM (tensorflow-2.6.2+retf.test.dist-info/sboms/retfwheel.cdx.json, 1 components):" in cli("inspect", wheel).out
+    with zipfile.ZipFile(wheel) as zf:
+        document = json.loads(zf.read("tensorflow-2.6.2+retf.test.dist-info/sboms/retfwheel.cdx.json"))
+    assert document["bomFormat"] == "CycloneDX" and document["components"][0]["purl"] == "pkg:pypi/tensorflow-cpu@2.6.2"

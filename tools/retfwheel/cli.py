@@ -323,6 +323,11 @@ def _show_inspection(ins: Inspection, environment: dict[str, str] | None, recipe
                        f"{'  (' + why + ')' if why else ''}")
         if environment is None and recipe:
             click.echo(f"  ({recipe}'s environment is not made yet; `retfwheel verify` makes it, then this shows what it serves)")
+    if ins.sbom:
+        click.echo(f"\nSBOM ({w.dist_info}/sboms/retfwheel.cdx.json, {len(ins.sbom)} components):")
+        for component in ins.sbom:
+            click.echo(f"  {component['role']:<11} {component['name']:<28} {component['version']:<16} "
+                       f"sha256 {component['sha256'][:16]}...")
     verdicts = {v.path: v for v in ins.verdicts or ()}
     click.echo(f"\nELF files ({len(ins.elves)}):")
     for elf in ins.elves:

@@ -35,6 +35,7 @@ class Inspection:
     policy: Policy | None  # most compatible manylinux policy the ELF files satisfy
     verdicts: tuple[Verdict, ...] | None  # per ELF, against the recipe's target
     processed: dict | None  # provenance of an earlier retfwheel run, if any
+    sbom: tuple[dict, ...] = ()  # a produced wheel's SBOM components: role, name, version, sha256
     package_init: bytes | None = None  # tensorflow/__init__.py, which a build patches
 
     @property
@@ -70,6 +71,7 @@ def analyse(wheel: WheelInfo, elves: tuple[ElfInfo, ...], recipe: Recipe | None)
         policy=lowest_policy(elves, bundled, arch),
         verdicts=verdicts,
         processed=_provenance(wheel),
+        sbom=_sbom(wheel),
         package_init=read_content(wheel.archive, init) if (init := wheel.archive.member("tensorflow/__init__.py")) else None,
     )
 
@@ -103,6 +105,20 @@ def _string_abi_symbols(elves: tuple[ElfInfo, ...]) -> tuple[int, int] | None:
         if is_framework_library(elf.path) and elf.string_abi_symbols is not None:
             return elf.string_abi_symbols
     return None
+
+
+def _sbom(wheel: WheelInfo) -> tuple[dict, ...]:
+    """The components of the SBOM retfwheel put in ``wheel`` (.dist-info/sboms/retfwheel.cdx.json), if any."""
+    member = wheel.archive.member(f"{wheel.dist_info}/sboms/retfwheel.cdx.json")
+    if member is None:
+        return ()
+    try:
+        components = json.loads(read_content(wheel.archive, member))["components"]
+        return tuple({"role": next((p["value"] for p in c.get("properties", []) if p["name"] == "retfwheel:role"), ""),
+                      "name": c["name"], "version": c["version"], "sha256": c["hashes"][0]["content"]}
+                     for c in components)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ({"role": "unreadable", "name": "", "version": "", "sha256": ""},)
 
 
 def _provenance(wheel: WheelInfo) -> dict | None:
@@ -156,6 +172,7 @@ def inspection_json(inspection: Inspection, environment: dict[str, str] | None =
         if inspection.string_abi_symbols else None,
         "manylinux": [inspection.policy.name, *inspection.policy.aliases] if inspection.policy else None,
         "processed_by_retfwheel": inspection.processed,
+        "sbom": list(inspection.sbom),
         "private_dependencies": [
             dict(d, correction=correction_reason(d["name"], d["range"]), **({"environment": s["environment"], "serves": s["serves"]}
                                                                             if environment is not None else {}))

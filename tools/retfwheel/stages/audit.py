@@ -7,12 +7,16 @@ import dataclasses
 import zipfile
 from dataclasses import dataclass
 
+from packaging.utils import canonicalize_name
+
 from retfwheel.errors import AuditError, RetfError
 from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.policy import load_policies, violations
 from retfwheel.native.verdict import Fit, bundled_libraries, judge_elf
 from retfwheel.stages.injection import BEGIN, END
-from retfwheel.stages.plan import BOOTSTRAP_MODULE, PACKAGE, BuildPlan, CopyMember, NewMember
+from retfwheel.stages.oplib import OPS_LIBRARY
+from retfwheel.stages.plan import BOOTSTRAP_MODULE, DEPS_DIR, PACKAGE, RUNTIME_DIR, BuildPlan, CopyMember, NewMember
+from retfwheel.stages.sbom import SBOM_NAME, check_sbom, read_sbom
 from retfwheel.targets.recipe import Recipe, Target
 from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.record import hash_bytes
@@ -71,7 +75,31 @@ def audit_wheel(written: WrittenWheel, plan: BuildPlan, recipe: Recipe, elves: t
     target = _audit_runtime(elves, runtime, recipe, checks)
     _audit_bootstrap(wheel, plan, checks)
     _audit_elves(elves, plan, recipe, target, checks)
+    _audit_sbom(wheel, plan, checks)
     return AuditReport(tuple(checks))
+
+
+def _audit_sbom(wheel, plan: BuildPlan, checks: list[str]) -> None:
+    """The SBOM lists exactly the vendored distributions shipped, and the hashes of the libraries shipped."""
+    member = wheel.archive.member(f"{plan.dist_info}/{SBOM_NAME}")
+    _expect(member is not None, f"{plan.dist_info}/{SBOM_NAME} is missing")
+    try:
+        components = read_sbom(read_content(wheel.archive, member))
+    except (ValueError, KeyError) as exc:
+        raise AuditError(f"{SBOM_NAME} does not read back: {exc}") from exc
+    shipped = {name: read_content(wheel.archive, m) for name in (f"{RUNTIME_DIR}/libstdc++.so.6", OPS_LIBRARY)
+               if (m := wheel.archive.member(name)) is not None}
+    vendored = set()
+    for name in (m.name for m in wheel.archive.members):
+        top, _, rest = name.partition("/")
+        folder = rest.split("/", 1)[0]
+        if top == DEPS_DIR and folder.endswith(".dist-info") and rest.endswith("/METADATA"):
+            dist, version = folder[: -len(".dist-info")].rsplit("-", 1)
+            vendored.add((str(canonicalize_name(dist)), version))
+    problems = check_sbom(components, shipped, vendored)
+    _expect(not problems, f"the SBOM does not match the wheel: {'; '.join(problems[:3])}")
+    checks.append(f"SBOM lists the input, {len(vendored)} vendored distributions and the {len(shipped)} shipped "
+                  "libraries with their hashes")
 
 
 def refuse_newer_glibc(elves: tuple[ElfInfo, ...], target: Target) -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import hashlib
 import importlib.resources
 import io
 import re
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from retfwheel.errors import RecipeError, WheelFormatError
 from retfwheel.native.elf import ElfInfo
@@ -16,6 +19,7 @@ from retfwheel.stages.audit import refuse_newer_glibc
 from retfwheel.stages.bootstrap_config import BootstrapConfig, Distribution, check_bootstrap_schema
 from retfwheel.stages.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
 from retfwheel.stages.materialize import StepResults, VendoredResult
+from retfwheel.stages.oplib import OPS_LIBRARY
 from retfwheel.stages.plan import (
     BOOTSTRAP_MODULE,
     DEPS_DIR,
@@ -26,10 +30,12 @@ from retfwheel.stages.plan import (
     CopyMember,
     InjectBootstrap,
     NewMember,
+    VendorDependencies,
     VendorRuntime,
     platform_tags,
     with_tags,
 )
+from retfwheel.stages.sbom import SBOM_NAME, Part, make_sbom, pypi_purl
 from retfwheel.stages.sharing import LAZY
 from retfwheel.targets.recipe import Recipe
 
@@ -50,12 +56,47 @@ def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: t
         members += results.vendored.members
         notes += results.vendored.notes
     inject_step = next((s for s in plan.steps if isinstance(s, InjectBootstrap)), None)
+    runtime_step = next((s for s in plan.steps if isinstance(s, VendorRuntime)), None)
+    members.append(NewMember(f"{plan.dist_info}/{SBOM_NAME}",
+                             make_sbom(plan.name, plan.version, plan.tool_version, sbom_parts(plan, runtime_step, results))))
     if inject_step is not None:
-        runtime_step = next((s for s in plan.steps if isinstance(s, VendorRuntime)), None)
         config = _bootstrap_config(plan, inject_step, runtime_step, results)
         members += _bootstrap_members(plan, inject_step, config, results.vendored)
         notes += _bootstrap_notes(inject_step)
     return seal(plan, tuple(members), tuple(notes), input_elves + results.elves, recipe, where)
+
+
+def sbom_parts(plan: BuildPlan, runtime_step: VendorRuntime | None, results: StepResults) -> tuple[Part, ...]:
+    """What the wheel is made of, for its SBOM: the input, the vendored runtime, distributions and op library."""
+    parts = [Part("input", plan.input_name, plan.input_version, plan.input_sha256,
+                  pypi_purl(plan.input_name, plan.input_version), properties=(("retfwheel:file", plan.input_filename),))]
+    if results.runtime and runtime_step:
+        runtime = results.runtime
+        provided = runtime.elf.newest_provided("GLIBCXX")
+        spec = runtime_step.spec
+        provider = ((("retfwheel:debian-package", f"{spec.package} {spec.version} ({spec.suite})"),
+                     ("retfwheel:debian-package-sha256", spec.sha256)) if spec.source == "debian" else ())
+        parts.append(Part("libstdc++", "libstdc++.so.6", "GLIBCXX_" + ".".join(map(str, provided or ())),
+                          hashlib.sha256(runtime.member.data).hexdigest(), shipped=runtime_step.dest,
+                          properties=(("retfwheel:source", spec.source), ("retfwheel:origin", runtime.origin))
+                          + provider))
+    vendor_step = next((s for s in plan.steps if isinstance(s, VendorDependencies)), None)
+    if results.vendored and vendor_step:
+        served = {canonicalize_name(share.name) for share in results.vendored.shares}
+        for package in sorted(vendor_step.lock.packages, key=lambda p: canonicalize_name(p.name)):
+            if canonicalize_name(package.name) in served:
+                parts.append(Part("vendored", package.name, package.version, package.sha256,
+                                  pypi_purl(package.name, package.version),
+                                  properties=(("retfwheel:locked-file", package.filename),
+                                              ("retfwheel:built-here-from-sdist", str(package.kind == "sdist").lower()))))
+    if results.ops:
+        library = next(m for m in results.ops.members if m.name == OPS_LIBRARY)
+        parts.append(Part("op-library", "retf-ops", plan.tool_version, hashlib.sha256(library.data).hexdigest(),
+                          shipped=OPS_LIBRARY,
+                          properties=(("retfwheel:sources-sha256", results.ops.sources_sha256),
+                                      ("retfwheel:compiler", results.ops.compiler),
+                                      ("retfwheel:flags", results.ops.note.split(", ", 1)[-1]))))
+    return tuple(parts)
 
 
 def contrib_files() -> dict[str, bytes]:

@@ -12,7 +12,16 @@ from typing import Callable
 from retfwheel.errors import WheelFormatError
 from retfwheel.native.elf import ElfInfo, read_elf
 from retfwheel.native.scan import verified_elves
-from retfwheel.stages.oplib import LIBRARY_DIR, OPS_LIBRARY, build_info, compile_library, python_files
+from retfwheel.stages.oplib import (
+    LIBRARY_DIR,
+    OPS_LIBRARY,
+    build_info,
+    compile_library,
+    op_source_files,
+    op_sources,
+    python_files,
+    sources_digest,
+)
 from retfwheel.stages.plan import (
     BuildOps,
     BuildPlan,
@@ -40,6 +49,7 @@ class RuntimeResult:
     member: NewMember
     elf: ElfInfo
     note: str
+    origin: str = ""  # where it came from (a Debian package and its sha256, or this machine's compiler)
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,8 @@ class OpsResult:
     members: tuple[NewMember, ...]
     elf: ElfInfo
     note: str
+    compiler: str = ""  # what compiled it, e.g. "g++ (g++ (Debian 12.2.0-14) 12.2.0) on this machine"
+    sources_sha256: str = ""  # oplib.sources_digest
 
 
 @dataclass(frozen=True)
@@ -99,7 +111,7 @@ def _vendor_runtime(step: VendorRuntime, recipe: Recipe, cache: Path, progress: 
     provided = elf.newest_provided("GLIBCXX")
     return RuntimeResult(NewMember(step.dest, data, executable=True), elf,
                          f"vendored libstdc++.so.6 (GLIBCXX_{'.'.join(map(str, provided or ()))}) from {origin} as "
-                         f"{step.dest}: {step.reason}")
+                         f"{step.dest}: {step.reason}", origin)
 
 
 def _build_ops(plan: BuildPlan, step: BuildOps, archive: Archive, cache: Path, progress: Progress) -> OpsResult:
@@ -109,8 +121,10 @@ def _build_ops(plan: BuildPlan, step: BuildOps, archive: Archive, cache: Path, p
     members.append(NewMember(name, data, executable=True))
     members.append(NewMember(f"{LIBRARY_DIR}/_build_info.json", build_info(plan.tensorflow_version, identity, step.flags)))
     elf = read_elf(name, MemberView(iter([data]), len(data)))
+    spec = op_sources()
     return OpsResult(tuple(members), elf, f"built the retf op library ({name}) with {identity}, -std={step.flags.std}, "
-                     f"_GLIBCXX_USE_CXX11_ABI={step.flags.cxx11_abi}, EIGEN_MAX_ALIGN_BYTES={step.flags.eigen_align}")
+                     f"_GLIBCXX_USE_CXX11_ABI={step.flags.cxx11_abi}, EIGEN_MAX_ALIGN_BYTES={step.flags.eigen_align}",
+                     identity, sources_digest(spec, op_source_files(spec)))
 
 
 def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Recipe, cache: Path,

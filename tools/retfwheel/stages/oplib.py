@@ -89,6 +89,18 @@ def op_sources() -> dict:
     return json.loads((importlib.resources.files("retfwheel.ops") / "build.json").read_text())
 
 
+def sources_digest(spec: dict, sources: dict[str, bytes]) -> str:
+    """One sha256 over the library's source files and ops/build.json's flags (what the SBOM names it by)."""
+    listing = [sorted((name, hashlib.sha256(data).hexdigest()) for name, data in sources.items()),
+               spec["compile_flags"], spec["link_flags"]]
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+
+
+def op_source_files(spec: dict) -> dict[str, bytes]:
+    ops_root = importlib.resources.files("retfwheel.ops")
+    return {name: (ops_root / name).read_bytes() for name in spec["sources"] + spec["headers"]}
+
+
 def python_files() -> dict[str, bytes]:
     """The retf Python package, as {path inside the wheel: bytes}."""
     root = importlib.resources.files("retfwheel.ops") / "retf"
@@ -110,8 +122,7 @@ def compile_library(archive: Archive, input_sha256: str, flags: OpFlags, builder
                     cache: Path, progress: Progress) -> tuple[bytes, str]:
     """The compiled library and a description of the compiler that made it (cached)."""
     spec = op_sources()
-    ops_root = importlib.resources.files("retfwheel.ops")
-    sources = {name: (ops_root / name).read_bytes() for name in spec["sources"] + spec["headers"]}
+    sources = op_source_files(spec)
     identity = _compiler_identity(builder, compiler, suite, cache, progress)
     key = hashlib.sha256(json.dumps([input_sha256, identity, sorted((k, hashlib.sha256(v).hexdigest()) for k, v in sources.items()),
                                      vars(flags), spec["compile_flags"], spec["link_flags"]]).encode()).hexdigest()[:20]
