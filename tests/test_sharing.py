@@ -39,7 +39,8 @@ def test_the_input_pin_is_corrected_and_every_requirer_narrows_the_range():
     # markers are judged for the target (Python 3.6), extras are not asked for
     assert shares["dataclasses"].requested_by == ("tensorboard",) and shares["requests"].requested_by == ()
     assert shares["setuptools"].not_served and not shares["numpy"].not_served
-    assert shares["tensorboard"].config() == {"name": "tensorboard", "version": "2.6.0", "range": "~=2.6",
+    # TF 2.6.0's tensorboard~=2.6 admits 2.7+; taken as TF 2.6.1's <2.7,>=2.6.0
+    assert shares["tensorboard"].config() == {"name": "tensorboard", "version": "2.6.0", "range": "<2.7,>=2.6.0",
                                               "modules": ["tensorboard"]}
 
 

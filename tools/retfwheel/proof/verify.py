@@ -183,9 +183,11 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
 
     progress("pip uninstall")
     uninstall = _python(env, ["-m", "pip", "uninstall", "-y", "--disable-pip-version-check", name])
-    left = _left_behind(env, wheel) if uninstall.returncode == 0 else []
-    checks.append(_status("pip uninstall leaves nothing", uninstall.returncode == 0 and not left,
-                          f"left: {', '.join(left[:5])}" if left else (last_line(uninstall) if uninstall.returncode else "clean")))
+    left, empty = _left_behind(env, wheel) if uninstall.returncode == 0 else ([], [])
+    detail = f"left: {', '.join(left[:5])}" if left else (last_line(uninstall) if uninstall.returncode else "clean")
+    if empty and not left:  # pip leaves an emptied top folder that is not a package (intel-tensorflow's _solib_k8/)
+        detail += f"; pip leaves the empty {', '.join(empty)}, as it does uninstalling the input itself"
+    checks.append(_status("pip uninstall leaves nothing", uninstall.returncode == 0 and not left, detail))
     return checks
 
 
@@ -381,18 +383,22 @@ def _unchanged(before: dict, after: dict, replaced: str, command_fails: Callable
     return _status("other distributions unchanged", not changed, ", ".join(changed[:5]) if changed else detail)
 
 
-def _left_behind(env: Environment, wheel) -> list[str]:
+def _left_behind(env: Environment, wheel) -> tuple[list[str], list[str]]:
+    """What of the wheel is still in site-packages after pip uninstall: files and folders holding files, and
+    top folders left empty."""
     text = read_content(wheel.archive, wheel.archive.member(wheel.record_path)).decode()
     site = _python(env, ["-c", "import site; print(site.getsitepackages()[0])"]).stdout.strip()
-    left = []
+    left: list[str] = []
+    empty: list[str] = []
     for line in text.splitlines():
         path = line.rsplit(",", 2)[0]
         if path and (Path(site) / path).exists():
             left.append(path)
     for folder in {p.split("/", 1)[0] for p in (line.rsplit(",", 2)[0] for line in text.splitlines()) if "/" in p}:
-        if (Path(site) / folder).exists() and not folder.endswith(".data"):
-            left.append(folder + "/")
-    return sorted(set(left))
+        where = Path(site) / folder
+        if where.exists() and not folder.endswith(".data"):
+            (left if any(p.is_file() or p.is_symlink() for p in where.rglob("*")) else empty).append(folder + "/")
+    return sorted(set(left)), sorted(empty)
 
 
 def _json(result: subprocess.CompletedProcess) -> dict | None:

@@ -37,6 +37,13 @@ CORRECTIONS: tuple[Correction, ...] = (
     Correction("wrapt", "~=1.12.1", ">=1.11.0,<1.15",
                "TF 2.7 asks wrapt>=1.11.0; from wrapt 1.15 on, __dict__ of TF's tracked dicts raises TypeError "
                "instead of AttributeError (tensorflow/tensorflow#59869)"),
+    Correction("keras", "~=2.6", ">=2.6.0,<2.7",
+               "narrowed: TF 2.6.0 asks keras~=2.6, which admits Keras 2.7 and later, which import TensorFlow's dtensor "
+               "(absent from 2.6); TF 2.6.1 asks keras<2.7,>=2.6.0"),
+    Correction("tensorflow-estimator", "~=2.6", ">=2.6.0,<2.7",
+               "narrowed: TF 2.6.0 asks tensorflow-estimator~=2.6; TF 2.6.1 asks <2.7,>=2.6.0, the release made for it"),
+    Correction("tensorboard", "~=2.6", ">=2.6.0,<2.7",
+               "narrowed: TF 2.6.0 asks tensorboard~=2.6; TF 2.6.1 asks <2.7,>=2.6.0, the release made for it"),
     Correction("wrapt", ">=1.11.0", ">=1.11.0,<1.15",
                "narrowed: TF 2.7-2.11 ask wrapt>=1.11.0, but from wrapt 1.15 on __dict__ of TF's tracked dicts "
                "raises TypeError (tensorflow/tensorflow#59869; TF 2.12 asks wrapt<1.15)"),
