@@ -111,3 +111,18 @@ def test_another_machine_builds_the_same_bytes(built_wheel, real_wheel, python36
     assert "compiling the retf op library" in run.stderr and "building wrapt-1.12.1.tar.gz" in run.stderr
     other = Path(run.stdout.strip().splitlines()[-1])
     assert other.read_bytes() == built_wheel.read_bytes()
+
+
+def test_a_damaged_cached_op_library_is_compiled_again_never_shipped(built_wheel, real_wheel, tmp_path):
+    from retfwheel.targets.fetch import cache_root
+
+    entries = sorted((cache_root() / "ops").glob("*/_retf_ops.so"), key=lambda p: p.stat().st_mtime)
+    assert entries, "the built wheel's op library is not in the cache"
+    entry = entries[-1]  # the one the session's build used or made last
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    entry.write_bytes(bytes(data))
+    run = run_cli("build", real_wheel, "--recipe", RECIPES / "emulated-py36.toml", "--out-dir", tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"the cached op library {entry} is damaged" in run.stderr and "compiling the retf op library" in run.stderr
+    assert Path(run.stdout.strip().splitlines()[-1]).read_bytes() == built_wheel.read_bytes()

@@ -23,6 +23,7 @@ from typing import Callable
 from retfwheel.errors import InputFileError, OpBuildError
 from retfwheel.native.elf import majority_abi
 from retfwheel.stages.runtime import debian_mirror
+from retfwheel.targets.cache import entry_lock, is_damaged, publish, read_verified
 from retfwheel.wheelfile.archive import Archive, iter_content, open_archive_file, read_content
 
 Progress = Callable[[str], None]
@@ -127,8 +128,20 @@ def compile_library(archive: Archive, input_sha256: str, flags: OpFlags, builder
     key = hashlib.sha256(json.dumps([input_sha256, identity, sorted((k, hashlib.sha256(v).hexdigest()) for k, v in sources.items()),
                                      vars(flags), spec["compile_flags"], spec["link_flags"]]).encode()).hexdigest()[:20]
     built = cache / "ops" / key / "_retf_ops.so"
-    if built.exists():
-        return built.read_bytes(), identity
+    with entry_lock(built):  # two builds sharing the cache: the second waits, then uses the first's
+        cached = read_verified(built)
+        if cached is not None:
+            return cached, identity
+        if is_damaged(built):
+            progress(f"the cached op library {built} is damaged (its sha256 changed); compiling it again")
+        data = _compile(spec, sources, flags, builder, compiler, suite, archive, input_sha256, cache, key, identity,
+                        progress)
+        publish(built, data)
+        return data, identity
+
+
+def _compile(spec: dict, sources: dict[str, bytes], flags: OpFlags, builder: str, compiler: str, suite: str,
+             archive: Archive, input_sha256: str, cache: Path, key: str, identity: str, progress: Progress) -> bytes:
     sdk = _sdk(archive, input_sha256, cache, progress)
     progress(f"compiling the retf op library with {identity}")
     work = Path(tempfile.mkdtemp(prefix=".ops-", dir=_ensure(cache / "ops")))
@@ -144,9 +157,7 @@ def compile_library(archive: Archive, input_sha256: str, flags: OpFlags, builder
         if result.returncode != 0:
             errors = [line for line in result.stderr.splitlines() if "error" in line] or result.stderr.splitlines()[-3:]
             raise OpBuildError(f"compiling the op library failed: {errors[0] if errors else 'no output'}")
-        built.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(work / "_retf_ops.so"), str(built))
-        return built.read_bytes(), identity
+        return (work / "_retf_ops.so").read_bytes()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -171,6 +182,11 @@ def compile_command(spec: dict, flags: OpFlags, compiler: str, include: Path, fr
 def _sdk(archive: Archive, input_sha256: str, cache: Path, progress: Progress) -> Path:
     """The wheel's headers and framework library, unpacked once per input wheel."""
     folder = cache / "sdk" / input_sha256[:20]
+    with entry_lock(folder):
+        return _unpack_sdk(archive, folder, progress)
+
+
+def _unpack_sdk(archive: Archive, folder: Path, progress: Progress) -> Path:
     if (folder / ".complete").exists():
         return folder
     progress("unpacking the input's headers and framework library")

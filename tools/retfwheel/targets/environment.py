@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from retfwheel.errors import EmulationError, FetchError, InputFileError, RecipeError
 from retfwheel.process import last_line
 from retfwheel.stages.runtime import obtain_runtime
+from retfwheel.targets.cache import entry_lock
 from retfwheel.targets.interpreter import VENV_TOOLS, find_python, pip_venv
 from retfwheel.targets.recipe import Recipe
 
@@ -51,15 +52,27 @@ def prepare_environment(recipe: Recipe, cache: Path, explicit_python: Path | Non
     runtime = None
     if spec.system_libstdcxx is not None:
         runtime = folder.parent / f"{recipe.name}-libstdc++-{spec.system_libstdcxx.sha256[:16]}.so.6"
-        if not runtime.exists():
-            progress(f"fetching the target's system libstdc++ ({spec.system_libstdcxx.suite} {spec.system_libstdcxx.package} "
-                     f"{spec.system_libstdcxx.version})")
-            data, _ = obtain_runtime(spec.system_libstdcxx, recipe.target.arch, cache)
-            runtime.parent.mkdir(parents=True, exist_ok=True)
-            temporary = runtime.with_suffix(".tmp")
-            temporary.write_bytes(data)
-            temporary.replace(runtime)
+        with entry_lock(runtime):
+            _fetch_system_runtime(spec, recipe, runtime, cache, progress)
     python = folder / "bin" / "python"
+    with entry_lock(folder):
+        _make_environment(spec, recipe, interpreter, folder, python, progress)
+    return Environment(folder, python, runtime)
+
+
+def _fetch_system_runtime(spec, recipe: Recipe, runtime: Path, cache: Path, progress: Progress) -> None:
+    if runtime.exists():
+        return
+    progress(f"fetching the target's system libstdc++ ({spec.system_libstdcxx.suite} {spec.system_libstdcxx.package} "
+             f"{spec.system_libstdcxx.version})")
+    data, _ = obtain_runtime(spec.system_libstdcxx, recipe.target.arch, cache)
+    runtime.parent.mkdir(parents=True, exist_ok=True)
+    temporary = runtime.with_suffix(".tmp")
+    temporary.write_bytes(data)
+    temporary.replace(runtime)
+
+
+def _make_environment(spec, recipe: Recipe, interpreter: Path, folder: Path, python: Path, progress: Progress) -> None:
     if not (folder / ".retfwheel-environment").exists():
         progress(f"creating the {recipe.name} environment: Python {interpreter} with {', '.join(spec.packages)} (once)")
         pip_venv(interpreter, folder)
@@ -70,7 +83,6 @@ def prepare_environment(recipe: Recipe, cache: Path, explicit_python: Path | Non
                 shutil.rmtree(folder, ignore_errors=True)
                 raise FetchError(f"installing {', '.join(spec.packages)} into the environment failed: {last_line(result)}")
         (folder / ".retfwheel-environment").write_text(json.dumps(list(spec.packages)))
-    return Environment(folder, python, runtime)
 
 
 def _environment_folder(recipe: Recipe, cache: Path, interpreter: Path) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from retfwheel.errors import FetchError, InputFileError
 from retfwheel.process import last_line
+from retfwheel.targets.cache import entry_lock
 
 
 def env_variable(version: tuple[int, int]) -> str:
@@ -75,6 +76,11 @@ VENV_TOOLS = ("pip<22", "wheel<0.38")
 
 def pip_venv(python: Path, folder: Path) -> Path:
     """A venv of ``python`` at ``folder`` whose pip understands manylinux2010/2014; made once."""
+    with entry_lock(folder):  # builds sharing the cache make it once: the second waits, then uses it
+        return _make_pip_venv(python, folder)
+
+
+def _make_pip_venv(python: Path, folder: Path) -> Path:
     executable = folder / "bin" / "python"
     marker = folder / ".retfwheel-ready"
     if executable.exists() and marker.exists() and marker.read_text() == " ".join(VENV_TOOLS):

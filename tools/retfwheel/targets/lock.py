@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel
 
 from retfwheel.errors import FetchError, RecipeError
 from retfwheel.process import last_line
+from retfwheel.targets.cache import entry_lock
 from retfwheel.targets.corrections import Correction, correction_for
 from retfwheel.targets.fetch import pip_target_options
 from retfwheel.targets.recipe import Recipe, tomllib
@@ -284,6 +285,12 @@ def fetch_locked(lock: Lock, recipe: Recipe, cache: Path, target_python: Path | 
 def _built_wheel(sdist: Path, package: LockedPackage, cache: Path, target_python: Path | None, progress: Progress) -> Path:
     # "r2": built reproducibly (_reproducible_build_env); wheels built before that are not reused
     folder = cache / "built" / f"{package.sha256}-{_python_key(target_python)}-r2"
+    with entry_lock(folder):
+        return _build_sdist(sdist, package, folder, cache, target_python, progress)
+
+
+def _build_sdist(sdist: Path, package: LockedPackage, folder: Path, cache: Path, target_python: Path | None,
+                 progress: Progress) -> Path:
     found = sorted(folder.glob("*.whl")) if folder.is_dir() else []
     if len(found) == 1:
         return found[0]

@@ -1,0 +1,56 @@
+"""Cache entries: made by one process at a time, published whole, and a damaged one is made again, never used."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from retfwheel.targets.cache import entry_lock, is_damaged, publish, read_verified
+
+
+def test_a_published_entry_reads_back_and_a_flipped_byte_is_caught(tmp_path):
+    entry = tmp_path / "ops" / "key" / "_retf_ops.so"
+    assert read_verified(entry) is None and not is_damaged(entry)
+    publish(entry, b"\x7fELF library")
+    assert read_verified(entry) == b"\x7fELF library"
+    data = bytearray(entry.read_bytes())
+    data[5] ^= 0x01
+    entry.write_bytes(bytes(data))
+    assert read_verified(entry) is None and is_damaged(entry)
+    (tmp_path / "legacy.so").write_bytes(b"made before entries carried their sha256")
+    assert is_damaged(tmp_path / "legacy.so")
+    assert sorted(p.name for p in entry.parent.iterdir()) == ["_retf_ops.so", "_retf_ops.so.sha256"]  # no temporaries
+
+
+def test_a_second_process_waits_for_the_entry_it_would_make(tmp_path):
+    entry = tmp_path / "venvs" / "python3.6"
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from pathlib import Path
+from retfwheel.targets.cache import entry_lock
+with entry_lock(Path({str(entry)!r})):
+    print("held", flush=True)
+    time.sleep(1.5)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with entry_lock(entry):
+            waited = time.monotonic() - started
+        assert waited > 0.5, f"took the lock after {waited:.2f} s while another process held it"
+    finally:
+        holder.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_two_processes_making_the_same_venv_both_get_it(python36, tmp_path):
+    """Two cold builds sharing one cache used to break each other making <cache>/venvs/python3.6."""
+    folder = tmp_path / "venvs" / "python3.6"
+    code = f"from pathlib import Path; from retfwheel.targets.interpreter import pip_venv; " \
+           f"print(pip_venv(Path({str(python36)!r}), Path({str(folder)!r})))"
+    runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    results = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in results]
+    assert {out.strip() for out, _ in results} == {str(folder / "bin" / "python")}
