@@ -116,9 +116,13 @@ def test_another_machine_builds_the_same_bytes(built_wheel, real_wheel, python36
 def test_a_damaged_cached_op_library_is_compiled_again_never_shipped(built_wheel, real_wheel, tmp_path):
     from retfwheel.targets.fetch import cache_root
 
-    entries = sorted((cache_root() / "ops").glob("*/_retf_ops.so"), key=lambda p: p.stat().st_mtime)
-    assert entries, "the built wheel's op library is not in the cache"
-    entry = entries[-1]  # the one the session's build used or made last
+    import zipfile
+
+    with zipfile.ZipFile(built_wheel) as zf:
+        shipped = zf.read("retf/_retf_ops.so")
+    entries = [p for p in (cache_root() / "ops").glob("*/_retf_ops.so") if p.read_bytes() == shipped]
+    assert len(entries) == 1, "the built wheel's op library is not in the cache"
+    (entry,) = entries
     data = bytearray(entry.read_bytes())
     data[len(data) // 2] ^= 0x01
     entry.write_bytes(bytes(data))
