@@ -114,9 +114,9 @@ def test_another_machine_builds_the_same_bytes(built_wheel, real_wheel, python36
 
 
 def test_a_damaged_cached_op_library_is_compiled_again_never_shipped(built_wheel, real_wheel, tmp_path):
-    from retfwheel.targets.fetch import cache_root
-
     import zipfile
+
+    from retfwheel.targets.fetch import cache_root
 
     with zipfile.ZipFile(built_wheel) as zf:
         shipped = zf.read("retf/_retf_ops.so")
