@@ -54,3 +54,42 @@ def test_two_processes_making_the_same_venv_both_get_it(python36, tmp_path):
     results = [run.communicate(timeout=600) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in results]
     assert {out.strip() for out, _ in results} == {str(folder / "bin" / "python")}
+
+
+def _fake_cache(root):
+    import os
+
+    from retfwheel.targets.cache import STAGING_AGE
+
+    (root / "inputs" / "k1").mkdir(parents=True)
+    (root / "inputs" / "k1" / "tf.whl").write_bytes(b"x" * 1000)
+    publish(root / "ops" / "good" / "_retf_ops.so", b"library")
+    publish(root / "ops" / "bad" / "_retf_ops.so", b"library")
+    (root / "ops" / "bad" / "_retf_ops.so").write_bytes(b"librarY")
+    old_scratch = root / ".build-abc"
+    old_scratch.mkdir()
+    os.utime(old_scratch, (time.time() - 2 * STAGING_AGE,) * 2)
+    (root / ".build-new").mkdir()  # may belong to a running build
+    (root / "notes.txt").write_text("not the cache's")
+
+
+def test_prune_removes_half_made_and_damaged_entries_only(tmp_path):
+    from retfwheel.targets.cache import prune
+
+    _fake_cache(tmp_path)
+    removed = {p.relative_to(tmp_path).as_posix() for p in prune(tmp_path)}
+    assert removed == {".build-abc", "ops/bad"}
+    assert (tmp_path / "ops" / "good").is_dir() and (tmp_path / ".build-new").is_dir()
+    assert {p.relative_to(tmp_path).as_posix() for p in prune(tmp_path, older_than_days=0)} >= {"inputs/k1", "ops/good"}
+
+
+def test_cache_command_shows_sizes_and_clear_touches_only_cache_entries(cli, tmp_path):
+    import json
+
+    _fake_cache(tmp_path)
+    shown = json.loads(cli("cache", "--cache-dir", tmp_path, "--json").out)
+    kinds = {k["kind"]: k for k in shown["kinds"]}
+    assert kinds["inputs"]["entries"] == 1 and kinds["inputs"]["bytes"] == 1000 and kinds["ops"]["entries"] == 2
+    run = cli("cache", "--cache-dir", tmp_path, "clear")
+    assert run.code == 0 and "cleared inputs, ops" in run.out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".build-abc", ".build-new", "notes.txt"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from retfwheel.native.inspection import (
 from retfwheel.proof.verify import verify_wheel
 from retfwheel.stages.pipeline import BuildResult, build_wheel, lock_wheel
 from retfwheel.stages.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
+from retfwheel.targets.cache import clear, prune, usage
 from retfwheel.targets.environment import Environment, emulated_command, installed_versions, prepare_environment
 from retfwheel.targets.fetch import cache_root, fetch_default_input
 from retfwheel.targets.recipe import builtin_recipes, find_recipe, load_recipe
@@ -33,6 +35,7 @@ class _Context:
     def __init__(self, debug: bool) -> None:
         self.debug = debug
         self.started = time.monotonic()
+        self.cache_dir = Path()  # `retfwheel cache`'s folder, for its subcommands
 
     def progress(self, message: str) -> None:
         click.echo(f"[{time.monotonic() - self.started:6.1f}s] {message}", err=True)
@@ -96,6 +99,51 @@ def inspect(wheel: Path, recipe_path: str | None, as_json: bool) -> None:
         click.echo(json.dumps(inspection_json(inspection, environment), indent=2))
     else:
         _show_inspection(inspection, environment, recipe.name if recipe else None)
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Download/build cache.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def cache(ctx: click.Context, cache_dir: Path | None, as_json: bool) -> None:
+    """Show what is cached and how big (`cache prune`, `cache clear` to remove)."""
+    ctx.obj.cache_dir = cache_root(cache_dir)
+    if ctx.invoked_subcommand is not None:
+        return
+    rows = usage(ctx.obj.cache_dir)
+    if as_json:
+        click.echo(json.dumps({"version": 1, "cache": str(ctx.obj.cache_dir),
+                               "kinds": [dataclasses.asdict(row) for row in rows]}, indent=2))
+        return
+    click.echo(f"{ctx.obj.cache_dir}: {_size(sum(r.bytes for r in rows))}")
+    for row in rows:
+        click.echo(f"  {row.kind:<13} {row.entries:>4} entries {_size(row.bytes):>9}  {row.description}")
+
+
+@cache.command("prune")
+@click.option("--older-than", "older_than", type=float, help="Also remove entries unchanged for this many days.")
+@click.pass_obj
+def cache_prune(ctx: _Context, older_than: float | None) -> None:
+    """Remove half-made and damaged entries (and, with --older-than, old ones); never a running build's."""
+    removed = prune(ctx.cache_dir, older_than)
+    click.echo(f"removed {len(removed)} entries from {ctx.cache_dir}")
+
+
+@cache.command("clear")
+@click.pass_obj
+def cache_clear(ctx: _Context) -> None:
+    """Remove every cached entry (the next build downloads and compiles everything again)."""
+    removed = clear(ctx.cache_dir)
+    click.echo(f"cleared {', '.join(p.name for p in removed) or 'nothing'} from {ctx.cache_dir}")
+
+
+def _size(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 @cli.command()

@@ -11,7 +11,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
+import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -53,3 +56,84 @@ def read_verified(path: Path) -> bytes | None:
 def is_damaged(path: Path) -> bool:
     """Whether the file entry ``path`` exists but no longer matches its recorded sha256 (or has none)."""
     return path.exists() and read_verified(path) is None
+
+
+# What each top folder of the cache holds (`retfwheel cache`). Only these are ever pruned or cleared:
+# a cache folder pointed at something else by mistake keeps everything that is not one of them.
+KINDS: dict[str, str] = {
+    "inputs": "input wheels downloaded for recipes' [input]",
+    "files": "locked files (wheels, sdists), checked by sha256 on every use",
+    "built": "locked sdists built into wheels for a target",
+    "sdk": "input wheels' headers and framework libraries",
+    "ops": "compiled op libraries (with their sha256)",
+    "venvs": "target interpreters' venvs that build sdists and resolve locks",
+    "environments": "the emulated old environments `verify` and `run` use",
+    "roots": "Debian build roots (debootstrap) for the op library",
+    "debian": "Debian packages (the system libstdc++ of environments, a vendored libstdc++)",
+    "scans": "ELF analyses of input wheels",
+    "probes": "the GLIBCXX_3.4.29 probe extension `verify` loads",
+    "locks": "locks made by `retfwheel lock` for built-in recipes",
+}
+STAGING_PREFIXES = (".build-", ".ops-", ".inputs-")  # scratch folders; left behind only by killed runs
+STAGING_AGE = 86400.0  # seconds: a scratch folder this old belongs to no running build
+
+
+@dataclass(frozen=True)
+class Usage:
+    kind: str
+    entries: int
+    bytes: int
+    description: str
+
+
+def usage(root: Path) -> list[Usage]:
+    """Entries and size of each kind in the cache at ``root``."""
+    found = []
+    for kind, description in KINDS.items():
+        folder = root / kind
+        if folder.is_dir():
+            entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+            size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+            found.append(Usage(kind, len(entries), size, description))
+    return found
+
+
+def prune(root: Path, older_than_days: float | None = None) -> list[Path]:
+    """Remove what killed runs left half-made, damaged op libraries, and (with ``older_than_days``) entries not
+    changed for that long; each under its lock, so a running build's entries are never touched."""
+    removed: list[Path] = []
+    now = time.time()
+    cutoff = None if older_than_days is None else now - older_than_days * 86400
+    for folder in [root] + [root / kind for kind in KINDS]:
+        if not folder.is_dir():
+            continue
+        for entry in sorted(folder.iterdir()):
+            scratch = entry.name.startswith(STAGING_PREFIXES) and now - entry.stat().st_mtime > STAGING_AGE
+            if folder == root:
+                old = damaged = False
+            else:
+                damaged = folder.name == "ops" and is_damaged(entry / "_retf_ops.so")
+                old = cutoff is not None and not entry.name.startswith(".") and entry.stat().st_mtime < cutoff
+            if scratch or damaged or old:
+                with entry_lock(entry):
+                    _remove(entry)
+                removed.append(entry)
+    return removed
+
+
+def clear(root: Path) -> list[Path]:
+    """Remove every kind of entry from the cache at ``root`` (nothing else there)."""
+    removed = []
+    for kind in KINDS:
+        folder = root / kind
+        if folder.is_dir():
+            _remove(folder)
+            removed.append(folder)
+    return removed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
