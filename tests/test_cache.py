@@ -23,6 +23,20 @@ def test_a_published_entry_reads_back_and_a_flipped_byte_is_caught(tmp_path):
     assert sorted(p.name for p in entry.parent.iterdir()) == ["_retf_ops.so", "_retf_ops.so.sha256"]  # no temporaries
 
 
+def test_the_lock_nests_within_one_process(tmp_path):
+    """Making an environment makes its venv, the same entry: taking its lock again must not wait forever."""
+    entry = tmp_path / "environments" / "emulated-py36"
+    holder = subprocess.run([sys.executable, "-c", f"""
+from pathlib import Path
+from retfwheel.targets.cache import entry_lock
+with entry_lock(Path({str(entry)!r})):
+    with entry_lock(Path({str(entry)!r})):
+        print("nested")
+    print("outer")
+"""], capture_output=True, text=True, timeout=30)
+    assert holder.stdout.split() == ["nested", "outer"], holder.stderr
+
+
 def test_a_second_process_waits_for_the_entry_it_would_make(tmp_path):
     entry = tmp_path / "venvs" / "python3.6"
     holder = subprocess.Popen([sys.executable, "-c", f"""

@@ -18,16 +18,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+_HELD: dict[Path, int] = {}  # locks this process holds, by lock file: taking one again nests, never waits
+
 
 @contextmanager
 def entry_lock(entry: Path) -> Iterator[None]:
-    """Hold the lock of the cache entry ``entry`` (a file or folder, which need not exist yet)."""
+    """Hold the lock of the cache entry ``entry`` (a file or folder, which need not exist yet).
+
+    Re-entrant within a process (making an environment makes its venv, the same entry): flock
+    would make a second open of the lock file in the same process wait for the first forever.
+    """
     entry.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(entry.parent / f".{entry.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    lock = (entry.parent / f".{entry.name}.lock").resolve()
+    if lock in _HELD:
+        _HELD[lock] += 1
+        try:
+            yield
+        finally:
+            _HELD[lock] -= 1
+        return
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        _HELD[lock] = 1
         yield
     finally:
+        _HELD.pop(lock, None)
         os.close(fd)
 
 
