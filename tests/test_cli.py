@@ -19,7 +19,7 @@ int NameLength(const std::string& name) { return static_cast<int>(name.size()); 
 __attribute__((abi_tag("cxx11"))) int Cxx11Length(int n) { return n; }
 }
 """
-CODES = {"input": 3, "format": 4, "unsafe": 5, "record": 6, "recipe": 7, "target": 8, "processed": 9, "ops": 15}
+CODES = {"input": 3, "format": 4, "unsafe": 5, "record": 6, "recipe": 7, "target": 8, "processed": 9, "output": 12, "ops": 15}
 
 
 def assert_clean_failure(run, family, fragment, out_dir=None):
@@ -263,3 +263,11 @@ def test_a_produced_wheel_carries_an_sbom_that_inspect_shows(cli, tf_wheel, reci
     with zipfile.ZipFile(wheel) as zf:
         document = json.loads(zf.read("tensorflow-2.6.2+retf.test.dist-info/sboms/retfwheel.cdx.json"))
     assert document["bomFormat"] == "CycloneDX" and document["components"][0]["purl"] == "pkg:pypi/tensorflow-cpu@2.6.2"
+
+
+def test_an_unwritable_cache_is_one_clear_error(cli, tf_wheel, recipe, tmp_path):
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x")
+    run = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", tmp_path / "out", "--cache-dir", blocked / "cache")
+    assert_clean_failure(run, "output", "the cache folder cannot be written", tmp_path / "out")
+    assert "--cache-dir DIR or set RETFWHEEL_CACHE_DIR" in run.err

@@ -25,7 +25,7 @@ from retfwheel.native.inspection import (
 from retfwheel.proof.verify import verify_wheel
 from retfwheel.stages.pipeline import BuildResult, build_wheel, lock_wheel
 from retfwheel.stages.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
-from retfwheel.targets.cache import clear, prune, usage
+from retfwheel.targets.cache import clear, ensure_writable, prune, usage
 from retfwheel.targets.environment import Environment, emulated_command, installed_versions, prepare_environment
 from retfwheel.targets.fetch import cache_root, fetch_default_input
 from retfwheel.targets.recipe import builtin_recipes, find_recipe, load_recipe
@@ -137,6 +137,10 @@ def cache_clear(ctx: _Context) -> None:
     click.echo(f"cleared {', '.join(p.name for p in removed) or 'nothing'} from {ctx.cache_dir}")
 
 
+def _writable_cache(cache_dir: Path | None) -> Path:
+    return ensure_writable(cache_root(cache_dir))
+
+
 def _size(count: int) -> str:
     size = float(count)
     for unit in ("B", "KiB", "MiB"):
@@ -185,7 +189,7 @@ def build(ctx: _Context, input_wheel: Path | None, recipe_path: str, out_dir: Pa
     recipe = load_recipe(find_recipe(recipe_path))
     if input_wheel is None:
         ctx.progress(f"fetching {recipe.input_requirement} for {recipe.target.python_tag} (cached after the first time)")
-        input_wheel = fetch_default_input(recipe, cache_root(cache_dir))
+        input_wheel = fetch_default_input(recipe, _writable_cache(cache_dir))
     result = build_wheel(input_wheel, recipe, out_dir, cache=cache_root(cache_dir), dry_run=dry_run,
                          python=python, lock_dir=lock_dir, progress=ctx.progress)
     _show_plan(result, dry_run)
@@ -210,7 +214,7 @@ def lock(ctx: _Context, input_wheel: Path | None, recipe_path: str, python: Path
          lock_dir: Path | None) -> None:
     """Pin INPUT_WHEEL's requirement closure (hash-pinned) for the recipe's target."""
     recipe = load_recipe(find_recipe(recipe_path))
-    cache = cache_root(cache_dir)
+    cache = _writable_cache(cache_dir)
     if input_wheel is None:
         input_wheel = fetch_default_input(recipe, cache)
     written = lock_wheel(input_wheel, recipe, cache, python, lock_dir, progress=ctx.progress)
@@ -235,7 +239,7 @@ def verify(ctx: _Context, wheel: Path, recipe_path: str | None, scripts: tuple[P
     if recipe_path is None:
         raise click.UsageError("--recipe is required")
     recipe = load_recipe(find_recipe(recipe_path))
-    result = verify_wheel(wheel, recipe, cache_root(cache_dir), scripts=scripts, keep=keep_env, python=python,
+    result = verify_wheel(wheel, recipe, _writable_cache(cache_dir), scripts=scripts, keep=keep_env, python=python,
                           progress=ctx.progress)
     if as_json:
         click.echo(json.dumps({"version": 1, "wheel": str(result.wheel), "recipe": result.recipe, "passed": result.passed,
@@ -266,7 +270,7 @@ def run(ctx: _Context, recipe_path: str | None, env_dir: Path | None, python: Pa
     if recipe_path is None:
         raise click.UsageError("--recipe is required")
     recipe = load_recipe(find_recipe(recipe_path))
-    base = prepare_environment(recipe, cache_root(cache_dir), python, ctx.progress)
+    base = prepare_environment(recipe, _writable_cache(cache_dir), python, ctx.progress)
     env = Environment(env_dir, env_dir / "bin" / "python", base.system_runtime) if env_dir else base
     if not env.python.exists():
         raise InputFileError(f"{env_dir}: not a venv (no bin/python)", hint="pass DIR/venv of `retfwheel verify --keep-env DIR`")

@@ -61,12 +61,17 @@ def scan_wheel(wheel: WheelInfo, *, verify: bool, workers: int | None = None) ->
     return Scan(elves=elves)
 
 
+# The analysis's version, part of its cache key: bumped whenever what a scan finds changes (2: string ABI
+# symbol counts), so a newer retfwheel never serves an older analysis.
+SCAN_VERSION = 2
+
+
 def verified_elves(wheel: WheelInfo, sha256: str, cache: Path) -> tuple[ElfInfo, ...]:
     """``scan_wheel(verify=True)``, done once per file content: the result is cached by the file's sha256.
 
     A verification of these exact bytes against their RECORD still holds when the same bytes come back.
     """
-    key = cache / "scans" / f"{sha256}.json"
+    key = cache / "scans" / f"{sha256}-v{SCAN_VERSION}.json"
     if key.exists():
         try:
             return tuple(_elf_from_json(item) for item in json.loads(key.read_text()))

@@ -18,6 +18,7 @@ from retfwheel.stages.finish import finish
 from retfwheel.stages.materialize import materialize
 from retfwheel.stages.oplib import derive_flags
 from retfwheel.stages.plan import BuildPlan, CopyMember, make_plan
+from retfwheel.targets.cache import ensure_writable
 from retfwheel.targets.fetch import cache_root
 from retfwheel.targets.interpreter import find_python, pip_venv
 from retfwheel.targets.lock import (
@@ -132,7 +133,7 @@ def _target_python(recipe: Recipe, lock: Lock | None, cache: Path | None, explic
 
 
 def _cache(cache: Path | None) -> Path:
-    return cache_root(cache)
+    return ensure_writable(cache_root(cache))
 
 
 def output_elves(plan: BuildPlan, input_elves: tuple[ElfInfo, ...]) -> tuple[ElfInfo, ...]:

@@ -18,6 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from retfwheel.errors import OutputError
+
+
+def ensure_writable(root: Path) -> Path:
+    """``root``, made if missing; OutputError, with what to do, if this user cannot write there."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise OutputError(f"{root}: the cache folder cannot be written ({exc.strerror or exc})",
+                          hint="pass --cache-dir DIR or set RETFWHEEL_CACHE_DIR to a folder you can write") from exc
+    return root
+
+
 _HELD: dict[Path, int] = {}  # locks this process holds, by lock file: taking one again nests, never waits
 
 
