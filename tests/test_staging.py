@@ -22,10 +22,15 @@ def test_only_the_folders_of_dead_builds_are_removed(tmp_path):
     os.utime(unowned_old, (time.time() - 2 * UNOWNED_GRACE,) * 2)
     unowned_new = tmp_path / ".retfwheel-unowned-new"
     unowned_new.mkdir()
+    not_ours = tmp_path / ".retfwheel-notes"  # a folder of the user's that happens to share the prefix
+    not_ours.mkdir()
+    (not_ours / "keep.txt").write_text("mine")
+    os.utime(not_ours, (time.time() - 2 * UNOWNED_GRACE,) * 2)
     (tmp_path / "mine.whl").write_bytes(b"user's")
     with staging_folder(tmp_path) as live:
         assert sorted(p.name for p in remove_stale(tmp_path)) == [".retfwheel-dead", ".retfwheel-unowned-old"]
         assert live.is_dir() and unowned_new.is_dir() and (tmp_path / "mine.whl").read_bytes() == b"user's"
+        assert (not_ours / "keep.txt").read_text() == "mine"
         other = os.open(live / OWNER, os.O_RDONLY)  # another open file description: the lock is really held
         try:
             try:

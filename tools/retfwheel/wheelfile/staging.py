@@ -37,8 +37,8 @@ def remove_stale(out_dir: Path) -> list[Path]:
 def _abandoned(folder: Path) -> bool:
     try:
         fd = os.open(folder / OWNER, os.O_RDONLY)
-    except FileNotFoundError:
-        return time.time() - folder.stat().st_mtime > UNOWNED_GRACE
+    except FileNotFoundError:  # killed between making the folder and its lock file, or not ours: only if empty
+        return not any(folder.iterdir()) and time.time() - folder.stat().st_mtime > UNOWNED_GRACE
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
