@@ -73,8 +73,9 @@ def test_two_processes_making_the_same_venv_both_get_it(python36, tmp_path):
 def _fake_cache(root):
     import os
 
-    from retfwheel.targets.cache import STAGING_AGE
+    from retfwheel.targets.cache import MARKER, STAGING_AGE
 
+    (root / MARKER).write_text("")
     (root / "inputs" / "k1").mkdir(parents=True)
     (root / "inputs" / "k1" / "tf.whl").write_bytes(b"x" * 1000)
     publish(root / "ops" / "good" / "_retf_ops.so", b"library")
@@ -106,4 +107,12 @@ def test_cache_command_shows_sizes_and_clear_touches_only_cache_entries(cli, tmp
     assert kinds["inputs"]["entries"] == 1 and kinds["inputs"]["bytes"] == 1000 and kinds["ops"]["entries"] == 2
     run = cli("cache", "--cache-dir", tmp_path, "clear")
     assert run.code == 0 and "cleared inputs, ops" in run.out
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".build-abc", ".build-new", "notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".build-abc", ".build-new", ".retfwheel-cache", "notes.txt"]
+
+
+def test_prune_and_clear_refuse_a_folder_that_is_not_a_cache(cli, tmp_path):
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs" / "my-data.csv").write_text("a user's")
+    run = cli("cache", "--cache-dir", tmp_path, "clear")
+    assert run.code == 3 and "not a folder retfwheel has used as its cache" in run.err
+    assert (tmp_path / "inputs" / "my-data.csv").read_text() == "a user's"

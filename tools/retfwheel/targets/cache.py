@@ -18,16 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from retfwheel.errors import OutputError
+from retfwheel.errors import InputFileError, OutputError
+
+MARKER = ".retfwheel-cache"  # in every folder the tool has used as its cache: prune and clear need it
 
 
 def ensure_writable(root: Path) -> Path:
-    """``root``, made if missing; OutputError, with what to do, if this user cannot write there."""
+    """``root``, made if missing and marked as a retfwheel cache; OutputError, with what to do, if this user
+    cannot write there."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         probe = root / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
+        if not (root / MARKER).exists():
+            (root / MARKER).write_text("retfwheel's download and build cache (`retfwheel cache` shows it)\n")
     except OSError as exc:
         raise OutputError(f"{root}: the cache folder cannot be written ({exc.strerror or exc})",
                           hint="pass --cache-dir DIR or set RETFWHEEL_CACHE_DIR to a folder you can write") from exc
@@ -130,9 +135,16 @@ def usage(root: Path) -> list[Usage]:
     return found
 
 
+def _require_cache(root: Path) -> None:
+    if not (root / MARKER).is_file():
+        raise InputFileError(f"{root}: not a folder retfwheel has used as its cache (no {MARKER}); nothing removed",
+                             hint="pass the cache folder with --cache-dir, or set RETFWHEEL_CACHE_DIR")
+
+
 def prune(root: Path, older_than_days: float | None = None) -> list[Path]:
     """Remove what killed runs left half-made, damaged op libraries, and (with ``older_than_days``) entries not
     changed for that long; each under its lock, so a running build's entries are never touched."""
+    _require_cache(root)
     removed: list[Path] = []
     now = time.time()
     cutoff = None if older_than_days is None else now - older_than_days * 86400
@@ -155,6 +167,7 @@ def prune(root: Path, older_than_days: float | None = None) -> list[Path]:
 
 def clear(root: Path) -> list[Path]:
     """Remove every kind of entry from the cache at ``root`` (nothing else there)."""
+    _require_cache(root)
     removed = []
     for kind in KINDS:
         folder = root / kind
