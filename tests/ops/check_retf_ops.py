@@ -16,8 +16,10 @@ import unittest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# tensorflow first: a build whose numpy the environment's cannot serve (TF 2.11 in a numpy 1.18
+# environment) refuses a numpy imported before it, and these checks are about the ops, not that.
+import tensorflow as tf  # noqa: E402, I001
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import versions  # noqa: E402
 
 import retf  # noqa: E402
