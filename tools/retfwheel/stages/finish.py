@@ -26,6 +26,7 @@ from retfwheel.stages.plan import (
     KERAS_BRIDGE_MODULE,
     PACKAGE,
     SCRIPTS_MODULE,
+    BuildOps,
     BuildPlan,
     CopyMember,
     InjectBootstrap,
@@ -89,13 +90,16 @@ def sbom_parts(plan: BuildPlan, runtime_step: VendorRuntime | None, results: Ste
                                   pypi_purl(package.name, package.version),
                                   properties=(("retfwheel:locked-file", package.filename),
                                               ("retfwheel:built-here-from-sdist", str(package.kind == "sdist").lower()))))
-    if results.ops:
+    ops_step = next((s for s in plan.steps if isinstance(s, BuildOps)), None)
+    if results.ops and ops_step:
         library = next(m for m in results.ops.members if m.name == OPS_LIBRARY)
+        flags = ops_step.flags
         parts.append(Part("op-library", "retf-ops", plan.tool_version, hashlib.sha256(library.data).hexdigest(),
                           shipped=OPS_LIBRARY,
                           properties=(("retfwheel:sources-sha256", results.ops.sources_sha256),
                                       ("retfwheel:compiler", results.ops.compiler),
-                                      ("retfwheel:flags", results.ops.note.split(", ", 1)[-1]))))
+                                      ("retfwheel:flags", f"-std={flags.std} -D_GLIBCXX_USE_CXX11_ABI={flags.cxx11_abi} "
+                                                          f"-DEIGEN_MAX_ALIGN_BYTES={flags.eigen_align}"))))
     return tuple(parts)
 
 
