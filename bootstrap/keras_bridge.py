@@ -36,8 +36,8 @@ def _in_any_layer_call():
 
 def _bridge(base_layer_utils):
     """needs_keras_history: False inside a layer call of *either* Keras copy (TF 1.15's semantics)."""
-    original = base_layer_utils.needs_keras_history
-    if getattr(original, "_retf_bridged", False):
+    original = getattr(base_layer_utils, "needs_keras_history", None)
+    if original is None or getattr(original, "_retf_bridged", False):
         return
 
     def needs_keras_history(tensors, ignore_call_context=False):
@@ -63,7 +63,8 @@ def _share_backend_state(keras_backend):
     if keras_backend is tf_backend:
         return
     for name in _SHARED_BACKEND_STATE:
-        setattr(keras_backend, name, getattr(tf_backend, name))
+        if hasattr(keras_backend, name) and hasattr(tf_backend, name):  # a later Keras may rename one
+            setattr(keras_backend, name, getattr(tf_backend, name))
 
 
 def _count_both_copies_as_layers(keras_base_layer):
@@ -164,7 +165,11 @@ def _fail_fast_instead_of_deadlock():
 
 
 def apply():
-    from tensorflow.python.keras.engine import base_layer_utils
+    _fail_fast_instead_of_deadlock()
+    try:
+        from tensorflow.python.keras.engine import base_layer_utils
+    except ImportError:  # a TensorFlow without the legacy copy has one Keras: nothing to bridge
+        return
     _bridge(base_layer_utils)
     patches = {"keras.backend": _share_backend_state, "keras.engine.base_layer_utils": _bridge,
                "keras.engine.base_layer": _count_both_copies_as_layers}
@@ -173,4 +178,3 @@ def apply():
             patches.pop(name)(sys.modules[name])
     if patches and not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport(patches))
-    _fail_fast_instead_of_deadlock()
