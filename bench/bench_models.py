@@ -6,7 +6,7 @@
     python bench/bench_models.py --models deepfm --optimizers adam,lazyadam --profile   # also trace, top ops
 
 Runs bench/models/*.py unchanged (TF 1.x programs: W&D, DeepFM, DLRM, DCN, DCN-V2 on Criteo-format
-data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three sides:
+data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three sides (--sides):
   TF 1.15.5           `retfwheel run --recipe recipes/emulated-py36.toml`
   wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
@@ -14,10 +14,13 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
   wheel               the same wheel with its recipe's defaults: the BFC allocator, and the sparse
                       updates of tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's
                       fused kernels (the same results)
-Each repetition runs every side once per (model, optimizer), the sides' order rotating from one
-repetition to the next, so a slow spell of this shared machine hits each side alike. Reports the median
-over repetitions of steps/s after warm-up (the mean over the timed steps, and the fastest 10-step window)
-with the range, and the median and range of the per-repetition ratio to TF 1.15.5. lazyadam is
+  wheel, BFC off      (--sides ...,nobfc) the wheel's defaults but TensorFlow's own CPU allocator: the
+                      evidence for the recipe's one runtime default
+Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
+the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
+each side alike. Reports the median over repetitions of steps/s after warm-up (the mean over the timed
+steps, and the fastest 10-step window) with the range, the median and range of the per-repetition ratio
+to the first side (TF 1.15.5), and each side's final loss and AUC over the seeds against TF 1.15.5's. lazyadam is
 retf.train.LazyAdamOptimizer on the wheel and tf.contrib.opt.LazyAdamOptimizer on TF 1.15.5.
 Runs with the host Python; everything TensorFlow runs through the retfwheel command line.
 """
@@ -38,11 +41,12 @@ TF115_RECIPE = REPO / "recipes" / "emulated-py36.toml"
 V1_RECIPE = REPO / "recipes" / "emulated-py36-tf1api.toml"
 DATA = {"criteo": "make_criteo_data.py", "taobao": "make_taobao_data.py"}
 # Each model's input, its usual optimizer (first: the one its public recipes train with) and the others
-# benchmarked. DLRM's reference trains with plain SGD; the rest default to Adam.
+# benchmarked: Adam, as DeepRec's model zoo trains every model in its TF 1.15.5 baseline (`train.py --tf`
+# builds tf.train.AdamOptimizer, DLRM's included); DLRM also with plain SGD, as Facebook's reference trains.
 CATALOG = {
     "wide_deep": ("criteo", ["adam", "adagrad", "ftrl", "lazyadam"]),
     "deepfm": ("criteo", ["adam", "adagrad", "ftrl", "lazyadam"]),
-    "dlrm": ("criteo", ["sgd", "adam", "adagrad", "ftrl", "lazyadam"]),
+    "dlrm": ("criteo", ["adam", "sgd", "adagrad", "ftrl", "lazyadam"]),
     "dcn": ("criteo", ["adam", "adagrad", "ftrl", "lazyadam"]),
     "dcnv2": ("criteo", ["adam", "adagrad", "ftrl", "lazyadam"]),
     "dssm": ("taobao", ["adam", "adagrad", "ftrl", "lazyadam"]),
@@ -83,8 +87,8 @@ def prepare_wheel(work):
     return work / "env" / "venv"
 
 
-def run_model(side, model, optimizer, data, steps, warmup, batch_size, trace=None):
-    args = ["--data", data, "--optimizer", optimizer, "--steps", steps, "--warmup", warmup]
+def run_model(side, model, optimizer, data, steps, warmup, batch_size, seed=1, trace=None):
+    args = ["--data", data, "--optimizer", optimizer, "--steps", steps, "--warmup", warmup, "--seed", seed]
     if batch_size:
         args += ["--batch-size", batch_size]
     if trace:
@@ -99,34 +103,50 @@ def run_model(side, model, optimizer, data, steps, warmup, batch_size, trace=Non
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+def _within(values, spread, slack):
+    """Whether the median of values lies in spread's [min, max], widened by slack (last-bit noise)."""
+    return min(spread) - slack <= statistics.median(values) <= max(spread) + slack
+
+
 def summarize(model, optimizer, side, runs, baselines):
-    """One row: medians and ranges over the repetitions; ratios per repetition against TF 1.15.5's run."""
+    """One row: medians and ranges over the repetitions (one seed each); ratios per repetition against the
+    baseline side's run of the same repetition; whether the final loss and AUC fall within the baseline's
+    spread over the seeds."""
     rates = [r["steps_per_sec"] for r in runs]
     best = [r["best_window_steps_per_sec"] for r in runs]
     ratios = [r["steps_per_sec"] / b["steps_per_sec"] for r, b in zip(runs, baselines)]
+    losses, base_losses = [r["last_loss"] for r in runs], [b["last_loss"] for b in baselines]
+    aucs, base_aucs = [r.get("auc", 0.0) for r in runs], [b.get("auc", 0.0) for b in baselines]
     return dict(model=model, optimizer=optimizer, usual=optimizer == CATALOG[model][1][0], side=side.label,
                 implementation=runs[0]["optimizer"], batch_size=runs[0]["batch_size"], steps=runs[0]["steps"],
-                repetitions=len(runs), steps_per_sec=statistics.median(rates), range=[min(rates), max(rates)],
-                best_window_steps_per_sec=statistics.median(best), ratio=statistics.median(ratios),
-                ratio_range=[min(ratios), max(ratios)], last_loss=runs[0]["last_loss"], auc=runs[0].get("aucs"),
-                last_loss_as_tf115=all(abs(r["last_loss"] - b["last_loss"]) <= 1e-3 * abs(b["last_loss"])
-                                       for r, b in zip(runs, baselines)))
+                repetitions=len(runs), seeds=[r.get("seed") for r in runs], steps_per_sec=statistics.median(rates),
+                range=[min(rates), max(rates)], best_window_steps_per_sec=statistics.median(best),
+                ratio=statistics.median(ratios), ratio_range=[min(ratios), max(ratios)],
+                last_loss=statistics.median(losses), last_loss_range=[min(losses), max(losses)],
+                auc=statistics.median(aucs), auc_range=[min(aucs), max(aucs)], aucs=[r.get("aucs") for r in runs],
+                as_baseline=_within(losses, base_losses, 1e-3 * abs(statistics.median(base_losses)))
+                and _within(aucs, base_aucs, 1e-3))
 
 
-def table(rows):
-    header = (f"{'model':<10} {'optimizer':<10} {'side':<12} {'implementation':<36} {'steps/s':>8} {'range':>13} "
-              f"{'vs 1.15.5':>9} {'range':>11} {'best 10':>8} {'last loss':>9} {'AUC':>6}")
+def table(rows, baseline):
+    header = (f"{'model':<10} {'optimizer':<10} {'side':<14} {'implementation':<36} {'steps/s':>8} {'range':>13} "
+              f"{'ratio':>6} {'range':>11} {'best 10':>8} {'last loss':>15} {'AUC':>15} {'same':>4}")
     lines = [header, "-" * len(header)]
     for row in rows:
         low, high = row["range"]
         ratio_low, ratio_high = row["ratio_range"]
+        loss_low, loss_high = row["last_loss_range"]
+        auc_low, auc_high = row["auc_range"]
         optimizer = row["optimizer"] + ("*" if row["usual"] else "")
-        lines.append(f"{row['model']:<10} {optimizer:<10} {row['side']:<12} {row['implementation']:<36} "
-                     f"{row['steps_per_sec']:>8.2f} {low:>6.2f}-{high:<6.2f} {row['ratio']:>8.2f}x "
+        lines.append(f"{row['model']:<10} {optimizer:<10} {row['side']:<14} {row['implementation']:<36} "
+                     f"{row['steps_per_sec']:>8.2f} {low:>6.2f}-{high:<6.2f} {row['ratio']:>5.2f}x "
                      f"{ratio_low:>4.2f}-{ratio_high:<4.2f}x {row['best_window_steps_per_sec']:>8.2f} "
-                     f"{row['last_loss']:>9.4f} {next(iter(row['auc'].values())) if row['auc'] else 0:>6.4f}")
-    lines.append("* the model's usual optimizer. Ranges: lowest-highest over the repetitions. Last loss and AUC (the "
-                 "click's, over the 10 batches after training): the first repetition's.")
+                     f"{loss_low:>7.4f}-{loss_high:<7.4f} {auc_low:>7.4f}-{auc_high:<7.4f} "
+                     f"{'yes' if row['as_baseline'] else 'NO':>4}")
+    lines.append(f"* the model's usual optimizer. Ranges: lowest-highest over the repetitions, each with its own seed. "
+                 f"Ratio: to {baseline}'s run of the same repetition. Last loss and AUC (the click's, over the batches "
+                 f"after training): lowest-highest over the seeds; same: the side's medians within {baseline}'s range "
+                 f"(widened by 1e-3).")
     return "\n".join(lines)
 
 
@@ -174,6 +194,12 @@ def main():
     parser.add_argument("--repeat", type=int, default=3, help="repetitions (each runs every side once)")
     parser.add_argument("--steps", type=float, default=1.0, help="scale the timed steps per optimizer by this")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps (the first two are slow)")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="repetition r runs every side with the models' --seed SEED + r (default 1: 1, 2, 3)")
+    parser.add_argument("--sides", default="tf115,stock,wheel",
+                        help="comma-separated, the first the baseline of the ratios: tf115 (TF 1.15.5), stock (the "
+                             "wheel, TensorFlow's own behaviour), wheel (its recipe's defaults), nobfc (those but the "
+                             "BFC allocator); default: tf115,stock,wheel")
     parser.add_argument("--batch-size", type=int, help="every model's batch (default: each model's own)")
     parser.add_argument("--rows", type=int, default=100000, help="rows of each synthetic data set")
     parser.add_argument("--profile", action="store_true",
@@ -184,16 +210,22 @@ def main():
     pairs = selected(args)
     if args.repeat < 1:
         sys.exit("--repeat: at least 1")
+    side_keys = args.sides.split(",")
+    if not side_keys or set(side_keys) - {"tf115", "stock", "wheel", "nobfc"}:
+        sys.exit(f"--sides: {args.sides!r}; known: tf115, stock, wheel, nobfc")
 
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-models-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.time()
     venv = args.env or prepare_wheel(work)
     tf115 = Side("TF 1.15.5", TF115_RECIPE)
-    sides = [tf115,
-             Side("wheel, stock", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false", "RETF_SPARSE_ADAM": "dense",
-                                                        "RETF_FUSED_SPARSE": "0"}),
-             Side("wheel", V1_RECIPE, venv)]
+    known = {"tf115": tf115,
+             "stock": Side("wheel, stock", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false",
+                                                            "RETF_SPARSE_ADAM": "dense", "RETF_FUSED_SPARSE": "0"}),
+             "wheel": Side("wheel", V1_RECIPE, venv),
+             "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"})}
+    sides = [known[key] for key in side_keys]
+    baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}
 
     results = {}  # (model, optimizer, side label) -> [result per repetition]
@@ -204,22 +236,22 @@ def main():
             for side in turn:
                 begun = time.time()
                 result = run_model(side, model, optimizer, data[CATALOG[model][0]], steps, args.warmup,
-                                   args.batch_size)
+                                   args.batch_size, seed=args.seed + repetition)
                 results.setdefault((model, optimizer, side.label), []).append(result)
                 progress(f"[{repetition + 1}/{args.repeat}] {model:<10} {optimizer:<9} {side.label:<12} "
                          f"{result['steps_per_sec']:.2f} steps/s ({steps} steps, loss {result['first_loss']:.4f} -> "
                          f"{result['last_loss']:.4f}; {time.time() - begun:.0f} s)")
     rows = [summarize(model, optimizer, side, results[(model, optimizer, side.label)],
-                      results[(model, optimizer, tf115.label)])
+                      results[(model, optimizer, baseline.label)])
             for model, optimizer in pairs for side in sides]
 
     profiles = []
     if args.profile:
         for model, optimizer in pairs:
-            for side in (sides[0], sides[2]):
+            for side in (tf115, known["wheel"]):
                 trace = work / f"{model}-{side.label.replace(', ', '-').replace(' ', '')}-{optimizer}.json"
                 result = run_model(side, model, optimizer, data[CATALOG[model][0]], 5, args.warmup, args.batch_size,
-                                   trace=trace)
+                                   seed=args.seed, trace=trace)
                 profiles.append((f"{model}, {side.label}, {result['optimizer']}", dict(result, trace=str(trace))))
 
     if args.json:
@@ -228,7 +260,7 @@ def main():
     else:
         print(f"{os.cpu_count()} cores, {args.warmup} warm-up steps, {args.repeat} repetitions; "
               f"total {time.time() - started:.0f} s")
-        print(table(rows))
+        print(table(rows, baseline.label))
         if profiles:
             print(profile_table(profiles))
 
