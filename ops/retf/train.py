@@ -164,7 +164,27 @@ def _require_kernel_dtype(optimizer, var):
             type(optimizer).__name__, var.name, dtype.name))
 
 
-class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
+class _SparseToKernel(object):
+    """Mixin for an optimizer of retf's own: every sparse gradient, duplicates and all, goes to
+    self._sparse(values, var, indices), whose kernel sums duplicate indices itself."""
+
+    def _sparse(self, grad, var, indices):
+        raise NotImplementedError
+
+    def _apply_sparse_duplicate_indices(self, grad, var):
+        return self._sparse(grad.values, var, grad.indices)
+
+    def _apply_sparse(self, grad, var):
+        return self._sparse(grad.values, var, grad.indices)
+
+    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices):
+        return self._sparse(grad, handle, indices)
+
+    def _resource_apply_sparse(self, grad, var, indices):
+        return self._sparse(grad, var, indices)
+
+
+class AdamAsyncOptimizer(_SparseToKernel, tf.compat.v1.train.Optimizer):
     """DeepRec's tf.train.AdamAsyncOptimizer: Adam with beta1_power and beta2_power per variable.
 
     Each variable has slots "m", "v", "beta1_power" and "beta2_power" (named as in DeepRec), so
@@ -260,21 +280,8 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
             tf.identity(beta2_power), lr, beta1, beta2, epsilon, grad, indices, use_locking=self._use_locking)
         return self._advance_powers(var, update, beta1, beta2)
 
-    # The kernel sums duplicate indices itself.
-    def _apply_sparse_duplicate_indices(self, grad, var):
-        return self._sparse(grad.values, var, grad.indices)
 
-    def _apply_sparse(self, grad, var):
-        return self._sparse(grad.values, var, grad.indices)
-
-    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices):
-        return self._sparse(grad, handle, indices)
-
-    def _resource_apply_sparse(self, grad, var, indices):
-        return self._sparse(grad, var, indices)
-
-
-class AdagradDecayOptimizer(tf.compat.v1.train.Optimizer):
+class AdagradDecayOptimizer(_SparseToKernel, tf.compat.v1.train.Optimizer):
     """DeepRec's tf.train.AdagradDecayOptimizer: Adagrad whose accumulator decays once per period.
 
     With step = global_step + 1 and T = accumulator_decay_step, an update in a new period
@@ -362,16 +369,3 @@ class AdagradDecayOptimizer(tf.compat.v1.train.Optimizer):
         return ops.sparse_apply_adagrad_decay(
             var, self.get_slot(var, "accumulator"), self.get_slot(var, "accumulator_decay_power"), lr,
             self._decay_step_tensor, rate, baseline, self._step_tensor, grad, indices, use_locking=self._use_locking)
-
-    # The kernel sums duplicate indices itself.
-    def _apply_sparse_duplicate_indices(self, grad, var):
-        return self._sparse(grad.values, var, grad.indices)
-
-    def _apply_sparse(self, grad, var):
-        return self._sparse(grad.values, var, grad.indices)
-
-    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices):
-        return self._sparse(grad, handle, indices)
-
-    def _resource_apply_sparse(self, grad, var, indices):
-        return self._sparse(grad, var, indices)

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "column_blocks.h"
+#include "group_rows.h"
 #include "index_groups.h"
 #include "tensorflow/core/framework/tensor_types.h"
 #include "tensorflow/core/platform/threadpool.h"
@@ -28,23 +28,6 @@ struct AdamCoefficients {
   T beta2;
   T epsilon;
 };
-
-// Touched rows are scattered over tables far larger than the caches, so each row costs a TLB
-// and cache miss; asking for the rows a few groups ahead overlaps those misses. The distance
-// is counted in bytes, so wide rows and groups with many duplicates do not flood the core's
-// few outstanding-miss slots with requests it would have to stall on.
-constexpr int64_t kPrefetchBytes = 4096;
-constexpr int64_t kCacheLine = 64;
-
-inline void PrefetchRowForWrite(const void* row, int64_t bytes) {
-  const char* p = static_cast<const char*>(row);
-  for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 1, 3);
-}
-
-inline void PrefetchRowForRead(const void* row, int64_t bytes) {
-  const char* p = static_cast<const char*>(row);
-  for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 0, 3);
-}
 
 // Adam over n elements in a single pass: m = m * beta1 + g * (1 - beta1),
 // v = v * beta2 + g^2 * (1 - beta2), var -= (m * lr) / (sqrt(v) + epsilon), each product, sum,
@@ -191,75 +174,21 @@ inline void UpdateRow(T* var, T* m, T* v, const T* g, int64_t n, const AdamCoeff
   UpdateElements<T, true>(var, m, v, g, n, k, one_minus_beta1, one_minus_beta2);
 }
 
-// Sums the gradient rows of group u, from zero and in position order (what
-// unsorted_segment_sum computes), into sum; returns the row to use: grad's own when the group
-// has one position.
-template <typename T, typename Tindex>
-inline const T* GroupGradient(const T* grad, int64_t row_size, const IndexGroups<Tindex>& groups, int64_t u,
-                              T* sum) {
-  const int32_t* positions = groups.positions.data();
-  const int32_t begin = groups.offsets[u], end = groups.offsets[u + 1];
-  const T* g = grad + positions[begin] * row_size;
-  if (end - begin == 1) return g;
-  ForEachColumnBlock<T>(row_size, [&](int64_t c, auto width) {
-    constexpr int W = decltype(width)::value;
-    T block[W];
-    for (int k = 0; k < W; ++k) block[k] = T(0) + g[c + k];
-    for (int32_t i = begin + 1; i < end; ++i) {
-      const T* g_i = grad + positions[i] * row_size + c;
-      for (int k = 0; k < W; ++k) block[k] += g_i[k];
-    }
-    for (int k = 0; k < W; ++k) sum[c + k] = block[k];
-  });
-  return sum;
-}
-
-// Updates var, m and v (row-major, rows of row_size elements) at the rows in groups.
-// grad holds one row per position of the original index vector. Groups are split over the
-// pool, one thread per group, in ascending row order. A row named more than once has its
-// gradient rows summed (GroupGradient) into a row buffer that stays in L1, and the update reads
-// that sum; the sums do not depend on the split.
+// Updates var, m and v (row-major, rows of row_size elements) at the rows in groups, each row
+// once with its summed gradient (ForEachGroupRow: split over the pool by group, in ascending row
+// order; the sums do not depend on the split).
 template <typename T, typename Tindex>
 struct SparseApplyAdam {
   void operator()(tensorflow::thread::ThreadPool* pool, T* var, T* m, T* v,
                   const T* grad, int64_t row_size, const IndexGroups<Tindex>& groups,
                   const AdamCoefficients<T>& k) const {
-    const int64_t num_groups = groups.size();
-    if (num_groups == 0 || row_size == 0) return;
-    const int64_t num_positions = static_cast<int64_t>(groups.positions.size());
-    const bool has_duplicates = num_positions > num_groups;
-    const Tindex* unique = groups.unique.data();
-    const int32_t* offsets = groups.offsets.data();
-    const int32_t* positions = groups.positions.data();
-    const int64_t row_bytes = row_size * static_cast<int64_t>(sizeof(T));
-    // Rows of var, m, v and grad in flight per group, on average.
-    const int64_t group_bytes = row_bytes * (3 + num_positions / num_groups);
-    const int64_t distance = std::max<int64_t>(1, kPrefetchBytes / group_bytes);
-
     const T one_minus_beta1 = T(1) - k.beta1;
     const T one_minus_beta2 = T(1) - k.beta2;
-    auto update = [&](int64_t begin, int64_t end) {
-      static thread_local std::vector<T> sum;
-      if (has_duplicates) sum.resize(row_size);
-      auto prefetch = [&](int64_t u) {
-        const int64_t offset = static_cast<int64_t>(unique[u]) * row_size;
-        PrefetchRowForWrite(var + offset, row_bytes);
-        PrefetchRowForWrite(m + offset, row_bytes);
-        PrefetchRowForWrite(v + offset, row_bytes);
-        for (int32_t i = offsets[u]; i < offsets[u + 1]; ++i) {
-          PrefetchRowForRead(grad + positions[i] * row_size, row_bytes);
-        }
-      };
-      for (int64_t u = begin; u < std::min(end, begin + distance); ++u) prefetch(u);
-      for (int64_t u = begin; u < end; ++u) {
-        if (u + distance < end) prefetch(u + distance);
-        const int64_t offset = static_cast<int64_t>(unique[u]) * row_size;
-        const T* g = GroupGradient(grad, row_size, groups, u, sum.data());
-        UpdateRow(var + offset, m + offset, v + offset, g, row_size, k, one_minus_beta1, one_minus_beta2);
-      }
-    };
-    // Bytes moved per group dominate: var, m and v rows read and written, gradient rows read.
-    pool->ParallelFor(num_groups, 4 * (group_bytes + 3 * row_bytes) / static_cast<int64_t>(sizeof(T)), update);
+    T* const tables[] = {var, m, v};
+    ForEachGroupRow(pool, tables, 3, grad, row_size, groups, [&](int64_t row, const T* g) {
+      const int64_t offset = row * row_size;
+      UpdateRow(var + offset, m + offset, v + offset, g, row_size, k, one_minus_beta1, one_minus_beta2);
+    });
   }
 };
 

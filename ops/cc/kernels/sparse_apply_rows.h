@@ -1,15 +1,14 @@
-/* The row walk shared by the fused sparse optimizers: group, sum duplicates, update each row once. */
+/* One row of the fused sparse Adagrad, AdagradDecay and FTRL updates, rounded as TensorFlow's kernels round. */
 
 #ifndef RETF_OPS_CC_KERNELS_SPARSE_APPLY_ROWS_H_
 #define RETF_OPS_CC_KERNELS_SPARSE_APPLY_ROWS_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
-#include <vector>
 
+#include "group_rows.h"
 #include "index_groups.h"
-#include "sparse_apply_adam_kernels.h"
-#include "tensorflow/core/platform/threadpool.h"
 
 // glibc 2.27 and 2.29 gave powf and pow new symbol versions: the same functions without the SVID
 // error handling. A library compiled against a newer glibc would need them and not load on the glibc
@@ -24,47 +23,6 @@ __asm__(".symver powf,powf@GLIBC_2.17");
 
 namespace retf {
 namespace functor {
-
-// Calls update(row, g) once for every distinct row in groups, with g the row's gradient: grad's
-// own row when the index appears once, else the sum of its gradient rows in position order
-// (from zero, what unsorted_segment_sum computes before TensorFlow's sparse apply ops run).
-// Groups are split over the pool, one thread per group, in ascending row order; tables[0 ..
-// num_tables) are the row-major tables update touches at row (var and its slots), prefetched a
-// few groups ahead with the gradient rows. The result does not depend on the split.
-template <typename T, typename Tindex, typename Update>
-void ForEachGroupRow(tensorflow::thread::ThreadPool* pool, T* const* tables, int num_tables, const T* grad,
-                     int64_t row_size, const IndexGroups<Tindex>& groups, Update&& update) {
-  const int64_t num_groups = groups.size();
-  if (num_groups == 0 || row_size == 0) return;
-  const int64_t num_positions = static_cast<int64_t>(groups.positions.size());
-  const bool has_duplicates = num_positions > num_groups;
-  const Tindex* unique = groups.unique.data();
-  const int32_t* offsets = groups.offsets.data();
-  const int32_t* positions = groups.positions.data();
-  const int64_t row_bytes = row_size * static_cast<int64_t>(sizeof(T));
-  const int64_t group_bytes = row_bytes * (num_tables + num_positions / num_groups);
-  const int64_t distance = std::max<int64_t>(1, kPrefetchBytes / group_bytes);
-
-  auto work = [&](int64_t begin, int64_t end) {
-    static thread_local std::vector<T> sum;
-    if (has_duplicates) sum.resize(row_size);
-    auto prefetch = [&](int64_t u) {
-      const int64_t offset = static_cast<int64_t>(unique[u]) * row_size;
-      for (int t = 0; t < num_tables; ++t) PrefetchRowForWrite(tables[t] + offset, row_bytes);
-      for (int32_t i = offsets[u]; i < offsets[u + 1]; ++i) {
-        PrefetchRowForRead(grad + positions[i] * row_size, row_bytes);
-      }
-    };
-    for (int64_t u = begin; u < std::min(end, begin + distance); ++u) prefetch(u);
-    for (int64_t u = begin; u < end; ++u) {
-      if (u + distance < end) prefetch(u + distance);
-      update(static_cast<int64_t>(unique[u]), GroupGradient(grad, row_size, groups, u, sum.data()));
-    }
-  };
-  // Bytes moved per group: the tables' rows read and written, the gradient rows read.
-  pool->ParallelFor(num_groups, (group_bytes + num_tables * row_bytes) / static_cast<int64_t>(sizeof(T)) * 4,
-                    work);
-}
 
 // TensorFlow's SparseApplyAdagrad (kEpsilon false) and SparseApplyAdagradV2 (true) on one row of
 // n elements, with each product, sum, quotient and square root rounded as TensorFlow's kernel

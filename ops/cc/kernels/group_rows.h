@@ -1,0 +1,101 @@
+/* The row walk shared by the fused sparse optimizers: group, sum duplicates, update each row once. */
+
+#ifndef RETF_OPS_CC_KERNELS_GROUP_ROWS_H_
+#define RETF_OPS_CC_KERNELS_GROUP_ROWS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "column_blocks.h"
+#include "index_groups.h"
+#include "tensorflow/core/platform/threadpool.h"
+
+namespace retf {
+namespace functor {
+
+// Touched rows are scattered over tables far larger than the caches, so each row costs a TLB
+// and cache miss; asking for the rows a few groups ahead overlaps those misses. The distance
+// is counted in bytes, so wide rows and groups with many duplicates do not flood the core's
+// few outstanding-miss slots with requests it would have to stall on.
+constexpr int64_t kPrefetchBytes = 4096;
+constexpr int64_t kCacheLine = 64;
+
+inline void PrefetchRowForWrite(const void* row, int64_t bytes) {
+  const char* p = static_cast<const char*>(row);
+  for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 1, 3);
+}
+
+inline void PrefetchRowForRead(const void* row, int64_t bytes) {
+  const char* p = static_cast<const char*>(row);
+  for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 0, 3);
+}
+
+// Sums the gradient rows of group u, from zero and in position order (what
+// unsorted_segment_sum computes), into sum; returns the row to use: grad's own when the group
+// has one position.
+template <typename T, typename Tindex>
+inline const T* GroupGradient(const T* grad, int64_t row_size, const IndexGroups<Tindex>& groups, int64_t u,
+                              T* sum) {
+  const int32_t* positions = groups.positions.data();
+  const int32_t begin = groups.offsets[u], end = groups.offsets[u + 1];
+  const T* g = grad + positions[begin] * row_size;
+  if (end - begin == 1) return g;
+  ForEachColumnBlock<T>(row_size, [&](int64_t c, auto width) {
+    constexpr int W = decltype(width)::value;
+    T block[W];
+    for (int k = 0; k < W; ++k) block[k] = T(0) + g[c + k];
+    for (int32_t i = begin + 1; i < end; ++i) {
+      const T* g_i = grad + positions[i] * row_size + c;
+      for (int k = 0; k < W; ++k) block[k] += g_i[k];
+    }
+    for (int k = 0; k < W; ++k) sum[c + k] = block[k];
+  });
+  return sum;
+}
+
+// Calls update(row, g) once for every distinct row in groups, with g the row's gradient: grad's
+// own row when the index appears once, else the sum of its gradient rows in position order
+// (from zero, what unsorted_segment_sum computes before TensorFlow's sparse apply ops run).
+// Groups are split over the pool, one thread per group, in ascending row order; tables[0 ..
+// num_tables) are the row-major tables update touches at row (var and its slots), prefetched a
+// few groups ahead with the gradient rows. The result does not depend on the split.
+template <typename T, typename Tindex, typename Update>
+void ForEachGroupRow(tensorflow::thread::ThreadPool* pool, T* const* tables, int num_tables, const T* grad,
+                     int64_t row_size, const IndexGroups<Tindex>& groups, Update&& update) {
+  const int64_t num_groups = groups.size();
+  if (num_groups == 0 || row_size == 0) return;
+  const int64_t num_positions = static_cast<int64_t>(groups.positions.size());
+  const bool has_duplicates = num_positions > num_groups;
+  const Tindex* unique = groups.unique.data();
+  const int32_t* offsets = groups.offsets.data();
+  const int32_t* positions = groups.positions.data();
+  const int64_t row_bytes = row_size * static_cast<int64_t>(sizeof(T));
+  const int64_t group_bytes = row_bytes * (num_tables + num_positions / num_groups);
+  const int64_t distance = std::max<int64_t>(1, kPrefetchBytes / group_bytes);
+
+  auto work = [&](int64_t begin, int64_t end) {
+    static thread_local std::vector<T> sum;
+    if (has_duplicates) sum.resize(row_size);
+    auto prefetch = [&](int64_t u) {
+      const int64_t offset = static_cast<int64_t>(unique[u]) * row_size;
+      for (int t = 0; t < num_tables; ++t) PrefetchRowForWrite(tables[t] + offset, row_bytes);
+      for (int32_t i = offsets[u]; i < offsets[u + 1]; ++i) {
+        PrefetchRowForRead(grad + positions[i] * row_size, row_bytes);
+      }
+    };
+    for (int64_t u = begin; u < std::min(end, begin + distance); ++u) prefetch(u);
+    for (int64_t u = begin; u < end; ++u) {
+      if (u + distance < end) prefetch(u + distance);
+      update(static_cast<int64_t>(unique[u]), GroupGradient(grad, row_size, groups, u, sum.data()));
+    }
+  };
+  // Bytes moved per group: the tables' rows read and written, the gradient rows read.
+  pool->ParallelFor(num_groups, (group_bytes + num_tables * row_bytes) / static_cast<int64_t>(sizeof(T)) * 4,
+                    work);
+}
+
+}  // namespace functor
+}  // namespace retf
+
+#endif  // RETF_OPS_CC_KERNELS_GROUP_ROWS_H_
