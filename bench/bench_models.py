@@ -10,12 +10,14 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
   TF 1.15.5           `retfwheel run --recipe recipes/emulated-py36.toml`
   wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
-                      RETF_FUSED_SPARSE=0)
-  wheel               the same wheel with its recipe's defaults: the BFC allocator, and the sparse
-                      updates of tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's
-                      fused kernels (the same results)
-  wheel, BFC off      (--sides ...,nobfc) the wheel's defaults but TensorFlow's own CPU allocator: the
-                      evidence for the recipe's one runtime default
+                      RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0)
+  wheel               the same wheel with its recipe's defaults: the sparse updates of
+                      tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
+                      kernels, tf.nn.embedding_lookup_sparse (feature columns) in retf's fused lookup
+                      (the same results), and the recipe's runtime defaults
+  wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
+                      allocator, or the BFC allocator: the evidence for a runtime default
+  wheel, stock lookups (--sides ...,noemb) the wheel's defaults but TensorFlow's own lookups
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
 each side alike. Reports the median over repetitions of steps/s after warm-up (the mean over the timed
@@ -85,6 +87,9 @@ def prepare_wheel(work):
     wheel = retfwheel("build", "--recipe", V1_RECIPE, "--out-dir", work / "wheel").strip().splitlines()[-1]
     retfwheel("verify", wheel, "--recipe", V1_RECIPE, "--keep-env", work / "env")
     return work / "env" / "venv"
+
+
+SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "noemb")
 
 
 def run_model(side, model, optimizer, data, steps, warmup, batch_size, seed=1, trace=None):
@@ -198,8 +203,9 @@ def main():
                         help="repetition r runs every side with the models' --seed SEED + r (default 1: 1, 2, 3)")
     parser.add_argument("--sides", default="tf115,stock,wheel",
                         help="comma-separated, the first the baseline of the ratios: tf115 (TF 1.15.5), stock (the "
-                             "wheel, TensorFlow's own behaviour), wheel (its recipe's defaults), nobfc (those but the "
-                             "BFC allocator); default: tf115,stock,wheel")
+                             "wheel, TensorFlow's own behaviour), wheel (its recipe's defaults), nobfc / bfc (those with "
+                             "TensorFlow's allocator / the BFC allocator), noemb (those with TensorFlow's own "
+                             "lookups); default: tf115,stock,wheel")
     parser.add_argument("--batch-size", type=int, help="every model's batch (default: each model's own)")
     parser.add_argument("--rows", type=int, default=100000, help="rows of each synthetic data set")
     parser.add_argument("--profile", action="store_true",
@@ -211,8 +217,8 @@ def main():
     if args.repeat < 1:
         sys.exit("--repeat: at least 1")
     side_keys = args.sides.split(",")
-    if not side_keys or set(side_keys) - {"tf115", "stock", "wheel", "nobfc"}:
-        sys.exit(f"--sides: {args.sides!r}; known: tf115, stock, wheel, nobfc")
+    if not side_keys or set(side_keys) - set(SIDES):
+        sys.exit(f"--sides: {args.sides!r}; known: {', '.join(SIDES)}")
 
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-models-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -221,9 +227,12 @@ def main():
     tf115 = Side("TF 1.15.5", TF115_RECIPE)
     known = {"tf115": tf115,
              "stock": Side("wheel, stock", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false",
-                                                            "RETF_SPARSE_ADAM": "dense", "RETF_FUSED_SPARSE": "0"}),
+                                                            "RETF_SPARSE_ADAM": "dense", "RETF_FUSED_SPARSE": "0",
+                                                            "RETF_FUSED_EMBEDDING": "0"}),
              "wheel": Side("wheel", V1_RECIPE, venv),
-             "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"})}
+             "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
+             "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+             "noemb": Side("wheel, stock lookups", V1_RECIPE, venv, {"RETF_FUSED_EMBEDDING": "0"})}
     sides = [known[key] for key in side_keys]
     baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}

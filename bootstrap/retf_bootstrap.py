@@ -11,7 +11,9 @@ TF_CPU_ALLOCATOR_USE_BFC) out of the environment (a variable the user set always
 built with the 1.x API, RETF_API=2 keeps the 2.x API, RETF_SPARSE_ADAM=dense|fused|lazy picks
 how tf.train.AdamOptimizer applies sparse gradients (the recipe's v1_sparse_adam otherwise) and
 RETF_FUSED_SPARSE=0|1 whether tf.train.AdagradOptimizer and FtrlOptimizer apply them in retf's fused
-kernels (the recipe's v1_fused_sparse otherwise); in a wheel
+kernels (the recipe's v1_fused_sparse otherwise) and RETF_FUSED_EMBEDDING=0|1 whether
+tf.nn.embedding_lookup_sparse, and so the feature columns' embeddings, runs retf's fused lookup (the
+recipe's v1_fused_embedding otherwise); in a wheel
 that ships the retf op library, RETF_OPS=0 leaves it unregistered (and sparse Adam, Adagrad and FTRL on
 TensorFlow's ops).
 """
@@ -620,24 +622,46 @@ def sparse_adam_mode(config):
     return mode
 
 
-def fused_sparse_mode(config):
-    """Whether tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels.
+def _fused_switch(config, variable, key, what):
+    """A 0/1 switch for a fused retf path: the environment variable, else the recipe's key.
 
-    RETF_FUSED_SPARSE=1 or 0, else the recipe's v1_fused_sparse. With RETF_OPS=0 the recipe's choice
-    falls back to TensorFlow's own ops, as for sparse Adam.
+    With RETF_OPS=0 the recipe's choice falls back to TensorFlow's own ops, as for sparse Adam.
     """
-    chosen = os.environ.get("RETF_FUSED_SPARSE", "")
+    chosen = os.environ.get(variable, "")
     if chosen not in ("", "0", "1"):
-        raise ImportError("RETF_FUSED_SPARSE=%s is not 0 or 1 (whether tf.train.AdagradOptimizer and FtrlOptimizer "
-                          "apply sparse gradients in retf's fused kernels); unset it to use the build's choice, %s"
-                          % (chosen, int(bool(config.get("v1_fused_sparse")))))
-    fused = chosen == "1" if chosen else bool(config.get("v1_fused_sparse"))
+        raise ImportError("%s=%s is not 0 or 1 (whether %s); unset it to use the build's choice, %s"
+                          % (variable, chosen, what, int(bool(config.get(key)))))
+    fused = chosen == "1" if chosen else bool(config.get(key))
     if fused and not ops_enabled():
         if chosen:
-            raise ImportError("RETF_FUSED_SPARSE=1 needs the retf op library, which RETF_OPS=0 leaves unregistered; "
-                              "unset one of them")
+            raise ImportError("%s=1 needs the retf op library, which RETF_OPS=0 leaves unregistered; "
+                              "unset one of them" % variable)
         return False
     return fused
+
+
+def fused_sparse_mode(config):
+    """Whether tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels."""
+    return _fused_switch(config, "RETF_FUSED_SPARSE", "v1_fused_sparse",
+                         "tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels")
+
+
+def fused_embedding_mode(config):
+    """Whether tf.nn.embedding_lookup_sparse (the feature columns' embeddings too) runs retf's fused lookup."""
+    return _fused_switch(config, "RETF_FUSED_EMBEDDING", "v1_fused_embedding",
+                         "tf.nn.embedding_lookup_sparse runs retf's fused lookup")
+
+
+def _route_embedding_lookups(v1):
+    """tf.nn.embedding_lookup_sparse, and the module function that safe_embedding_lookup_sparse (feature
+    columns, linear_model, tf.contrib.layers) calls, become retf's: the fused op for one 2-D table,
+    TensorFlow's own function for everything else."""
+    from tensorflow.python.ops import embedding_ops
+
+    from retf import nn
+    embedding_ops.embedding_lookup_sparse = nn.embedding_lookup_sparse
+    for api in (v1, v1.compat.v1):
+        api.nn.embedding_lookup_sparse = nn.embedding_lookup_sparse
 
 
 # DeepRec's optimizer names, provided in tf.train when the recipe sets v1_deeprec_optimizers = true.
@@ -729,5 +753,12 @@ def expose_v1_api(namespace, config):
                               % error) from error
         v1.train.AdagradOptimizer = train.AdagradOptimizer
         v1.train.FtrlOptimizer = train.FtrlOptimizer
+    if fused_embedding_mode(config):
+        try:
+            _route_embedding_lookups(v1)
+        except ImportError as error:
+            raise ImportError("tf.nn.embedding_lookup_sparse: the fused lookup needs the retf op library, which this "
+                              "build does not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_EMBEDDING=0"
+                              % error) from error
     _deeprec_optimizers(v1.train, bool(config.get("v1_deeprec_optimizers")), config.get("label", "this build"))
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]

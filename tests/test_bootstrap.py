@@ -258,34 +258,41 @@ def test_sparse_adam_mode_refuses_retf_adam_without_the_library(python36):
     assert "RETF_SPARSE_ADAM=fused needs the retf op library, which RETF_OPS=0 leaves unregistered" in result.stderr
 
 
-FUSED = "import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; print(b.fused_sparse_mode({'v1_fused_sparse': int(sys.argv[2])}))"
+FUSED = ("import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
+         "print(getattr(b, sys.argv[2] + '_mode')({'v1_' + sys.argv[2]: int(sys.argv[3])}))")
+# Each fused path's switch: the function the bootstrap asks, and its environment variable.
+SWITCHES = [("fused_sparse", "RETF_FUSED_SPARSE"), ("fused_embedding", "RETF_FUSED_EMBEDDING")]
 
 
+@pytest.mark.parametrize("switch, variable", SWITCHES)
 @pytest.mark.parametrize("recipe, environ, printed", [
     (1, {}, "True"),
     (0, {}, "False"),
     (1, {"RETF_OPS": "0"}, "False"),  # the op library is off: TensorFlow's own ops
-    (1, {"RETF_FUSED_SPARSE": "0"}, "False"),
-    (0, {"RETF_FUSED_SPARSE": "1"}, "True"),
+    (1, {"VARIABLE": "0"}, "False"),
+    (0, {"VARIABLE": "1"}, "True"),
 ])
-def test_fused_sparse_mode_follows_the_switches(python36, recipe, environ, printed):
+def test_fused_modes_follow_the_switches(python36, switch, variable, recipe, environ, printed):
     variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    result = subprocess.run([str(python36), "-c", FUSED, str(REPO / "bootstrap"), str(recipe)], capture_output=True,
-                            text=True, env={**variables, **environ})
+    environ = {variable if k == "VARIABLE" else k: v for k, v in environ.items()}
+    result = subprocess.run([str(python36), "-c", FUSED, str(REPO / "bootstrap"), switch, str(recipe)],
+                            capture_output=True, text=True, env={**variables, **environ})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == printed
 
 
-@pytest.mark.parametrize("environ, message", [
-    ({"RETF_FUSED_SPARSE": "yes"}, "RETF_FUSED_SPARSE=yes is not 0 or 1"),
-    ({"RETF_FUSED_SPARSE": "1", "RETF_OPS": "0"}, "RETF_FUSED_SPARSE=1 needs the retf op library"),
+@pytest.mark.parametrize("switch, variable", SWITCHES)
+@pytest.mark.parametrize("value, ops, message", [
+    ("yes", None, "{variable}=yes is not 0 or 1"),
+    ("1", "0", "{variable}=1 needs the retf op library"),
 ])
-def test_fused_sparse_mode_refuses_what_cannot_work(python36, environ, message):
+def test_fused_modes_refuse_what_cannot_work(python36, switch, variable, value, ops, message):
     variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    result = subprocess.run([str(python36), "-c", FUSED, str(REPO / "bootstrap"), "0"], capture_output=True, text=True,
-                            env={**variables, **environ})
+    environ = {variable: value, **({"RETF_OPS": ops} if ops else {})}
+    result = subprocess.run([str(python36), "-c", FUSED, str(REPO / "bootstrap"), switch, "0"], capture_output=True,
+                            text=True, env={**variables, **environ})
     assert result.returncode != 0
-    assert message in result.stderr
+    assert message.format(variable=variable) in result.stderr
 
 
 DEEPREC = """

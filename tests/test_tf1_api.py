@@ -241,3 +241,56 @@ def test_adagrad_and_ftrl_take_the_fused_kernels_and_deeprec_names_need_their_sw
     assert stock["AdagradOptimizer_ops"] == ["SparseApplyAdagrad"]
     assert stock["FtrlOptimizer_ops"] == ["SparseApplyFtrl"]
     assert run_in(recipe, v1_venv, FUSED_PROBE, RETF_OPS="0")["FtrlOptimizer"] == "tensorflow.python.training.ftrl.FtrlOptimizer"
+
+
+EMBEDDING_PROBE = """
+import json
+import numpy as np
+import tensorflow as tf
+
+def retf_ops(graph):
+    return sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+
+report = {"public": tf.nn.embedding_lookup_sparse.__module__}
+# A TF 1.15 model's feature columns: a hashed column's embedding (mean) and linear_model's weights (sum).
+with tf.Graph().as_default() as graph:
+    tf.set_random_seed(1)
+    features = {"c": tf.constant([["a"], ["b"], ["a"], ["d"]]), "n": tf.constant([[1.0], [2.0], [0.5], [0.0]])}
+    column = tf.feature_column.categorical_column_with_hash_bucket("c", 50)
+    embedded = tf.feature_column.input_layer(features, [tf.feature_column.embedding_column(
+        column, 4, initializer=tf.truncated_normal_initializer(stddev=0.1, seed=3))])
+    wide = tf.feature_column.linear_model(features, [column, tf.feature_column.numeric_column("n")])
+    loss = tf.reduce_mean(tf.square(tf.reduce_sum(embedded, 1, keepdims=True) + wide - 1.0))
+    train = tf.train.AdagradOptimizer(0.5).minimize(loss)
+    with tf.Session() as session:
+        session.run(tf.global_variables_initializer())
+        report["losses"] = [float(session.run([loss, train])[0]) for _ in range(4)]
+    report["ops"] = retf_ops(graph)
+# A partitioned table takes TensorFlow's own path; a single table on a parameter server is looked up there.
+with tf.Graph().as_default() as graph:
+    sp_ids = tf.SparseTensor([[0, 0], [0, 1], [1, 0]], tf.constant([1, 3, 3], tf.int64), [2, 2])
+    parts = tf.get_variable("parts", [6, 2], partitioner=tf.fixed_size_partitioner(2))
+    tf.nn.embedding_lookup_sparse(parts, sp_ids, None)
+    report["partitioned_ops"] = retf_ops(graph)
+    with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+        table = tf.get_variable("table", [6, 2])
+        looked_up = tf.nn.embedding_lookup_sparse(table, sp_ids, None)
+    report["devices"] = sorted({op.device for op in graph.get_operations() if op.type.startswith("Retf>")})
+print(json.dumps(report))
+"""
+
+
+def test_embedding_lookups_take_the_fused_op_where_it_applies(v1_venv):
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    fused = run_in(recipe, v1_venv, EMBEDDING_PROBE)
+    stock = run_in(recipe, v1_venv, EMBEDDING_PROBE, RETF_FUSED_EMBEDDING="0")
+    assert fused["public"] == "retf.nn" and stock["public"] != "retf.nn"
+    assert fused["ops"] == ["Retf>EmbeddingLookupSparse", "Retf>EmbeddingLookupSparseGrad",
+                            "Retf>SparseApplyAdagradRef"], fused["ops"]
+    assert stock["ops"] == ["Retf>SparseApplyAdagradRef"]
+    # Same training either way, to float32 rounding (the fused op sums a row's ids in the same order).
+    assert fused["losses"][-1] < fused["losses"][0]
+    for ours, theirs in zip(fused["losses"], stock["losses"]):
+        assert abs(ours - theirs) <= 1e-6 * max(1.0, abs(theirs)), (fused["losses"], stock["losses"])
+    assert fused["partitioned_ops"] == []
+    assert fused["devices"] == ["/job:ps/task:0"]

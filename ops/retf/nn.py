@@ -1,9 +1,15 @@
 """Drop-in tf.compat.v1.nn.embedding_lookup_sparse backed by the fused op where it applies."""
 
 import tensorflow as tf
+from tensorflow.python.framework import ops as framework_ops
+from tensorflow.python.ops import embedding_ops
 from tensorflow.python.ops.variables import PartitionedVariable  # no public name in TF 2.x
 
 from retf import ops
+
+# TensorFlow's own function, for the cases the fused op does not serve: a 1.x API wheel may route the
+# public name (and the one safe_embedding_lookup_sparse calls) to embedding_lookup_sparse below.
+_STOCK_LOOKUP = embedding_ops.embedding_lookup_sparse
 
 _FLOATS = (tf.float32, tf.float64)
 _INDEX_TYPES = (tf.int32, tf.int64)
@@ -42,13 +48,15 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod"
         raise TypeError("sp_weights must be either None or SparseTensor")
     table = _single_table(params) if max_norm is None else None
     if table is None or sp_ids.values.dtype not in _INDEX_TYPES:
-        return tf.compat.v1.nn.embedding_lookup_sparse(
-            params, sp_ids, sp_weights, partition_strategy=partition_strategy, name=name, combiner=combiner,
-            max_norm=max_norm)
+        return _STOCK_LOOKUP(params, sp_ids, sp_weights, partition_strategy=partition_strategy, name=name,
+                             combiner=combiner, max_norm=max_norm)
     with tf.name_scope(name or "embedding_lookup_sparse"):
         weights = None
         if sp_weights is not None:
             sp_ids.values.shape.assert_is_compatible_with(sp_weights.values.shape)
             weights = tf.cast(sp_weights.values, table.dtype.base_dtype)
         segment_ids = sp_ids.indices[:, 0]
-        return ops.embedding_lookup_sparse(table, sp_ids.values, segment_ids, weights, combiner=combiner)
+        # Where the table lives, as TensorFlow's gather does: on a parameter server only the combined
+        # rows cross the network, never the table.
+        with framework_ops.colocate_with(table):
+            return ops.embedding_lookup_sparse(table, sp_ids.values, segment_ids, weights, combiner=combiner)

@@ -319,6 +319,7 @@ def _describe_step(step) -> str:
     if isinstance(step, InjectBootstrap):
         extra = f"; the 1.x API, sparse Adam {step.v1_sparse_adam}" if step.api == "v1" else ""
         extra += "; fused sparse Adagrad/FTRL" if step.v1_fused_sparse else ""
+        extra += "; fused embedding lookups" if step.v1_fused_embedding else ""
         extra += "; DeepRec's optimizers" if step.v1_deeprec_optimizers else ""
         return f"inject the bootstrap into {step.init_name}; conflicts: {step.conflicts}{extra}"
     return repr(step)

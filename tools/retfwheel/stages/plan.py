@@ -111,6 +111,7 @@ class InjectBootstrap:
     ops_library: str | None = None  # registered while `import tensorflow` runs, when the wheel ships it
     v1_fused_sparse: bool = False
     v1_deeprec_optimizers: bool = False
+    v1_fused_embedding: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
                 OPS_LIBRARY if recipe.ops.build else None,
                 recipe.v1_fused_sparse,
                 recipe.v1_deeprec_optimizers,
+                recipe.v1_fused_embedding,
             )
         )
         patched = {init_name, entry_points}
