@@ -13,11 +13,11 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
                       RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0)
   wheel               the same wheel with its recipe's defaults: the sparse updates of
                       tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
-                      kernels, tf.nn.embedding_lookup_sparse (feature columns) in retf's fused lookup
-                      (the same results), and the recipe's runtime defaults
+                      kernels (the same results), and the recipe's runtime defaults (none today)
   wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
                       allocator, or the BFC allocator: the evidence for a runtime default
-  wheel, stock lookups (--sides ...,noemb) the wheel's defaults but TensorFlow's own lookups
+  wheel, fused lookups (--sides ...,emb) the wheel's defaults plus RETF_FUSED_EMBEDDING=1:
+                      tf.nn.embedding_lookup_sparse (feature columns) in retf's fused lookup
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
 each side alike. Reports the median over repetitions of steps/s after warm-up (the mean over the timed
@@ -89,7 +89,7 @@ def prepare_wheel(work):
     return work / "env" / "venv"
 
 
-SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "noemb")
+SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb")
 
 
 def run_model(side, model, optimizer, data, steps, warmup, batch_size, seed=1, trace=None):
@@ -204,8 +204,8 @@ def main():
     parser.add_argument("--sides", default="tf115,stock,wheel",
                         help="comma-separated, the first the baseline of the ratios: tf115 (TF 1.15.5), stock (the "
                              "wheel, TensorFlow's own behaviour), wheel (its recipe's defaults), nobfc / bfc (those with "
-                             "TensorFlow's allocator / the BFC allocator), noemb (those with TensorFlow's own "
-                             "lookups); default: tf115,stock,wheel")
+                             "TensorFlow's allocator / the BFC allocator), emb (those with retf's fused lookups); "
+                             "default: tf115,stock,wheel")
     parser.add_argument("--batch-size", type=int, help="every model's batch (default: each model's own)")
     parser.add_argument("--rows", type=int, default=100000, help="rows of each synthetic data set")
     parser.add_argument("--profile", action="store_true",
@@ -232,7 +232,7 @@ def main():
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
-             "noemb": Side("wheel, stock lookups", V1_RECIPE, venv, {"RETF_FUSED_EMBEDDING": "0"})}
+             "emb": Side("wheel, fused lookups", V1_RECIPE, venv, {"RETF_FUSED_EMBEDDING": "1"})}
     sides = [known[key] for key in side_keys]
     baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}

@@ -322,3 +322,21 @@ def test_deeprec_names_without_their_switch_name_it(python36):
                                "(tensorflow 9.9) provides only when built with v1_deeprec_optimizers = true")
     assert lines[1] == "module 'train' has no attribute 'Nothing'"
     assert lines[2] == "True"
+
+
+DEFAULTS = ("import os, sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
+            "b._apply_runtime_defaults({'TF_CPU_ALLOCATOR_USE_BFC': 'true'}, b._Log(False)); "
+            "print(os.environ.get('TF_CPU_ALLOCATOR_USE_BFC'))")
+
+
+@pytest.mark.parametrize("environ, printed", [
+    ({}, "true"),  # the recipe's [runtime_env] default
+    ({"TF_CPU_ALLOCATOR_USE_BFC": "false"}, "false"),  # the user's own setting wins
+    ({"RETF_RUNTIME_DEFAULTS": "0"}, "None"),  # no defaults at all
+])
+def test_runtime_defaults_are_set_unless_the_user_chose(python36, environ, printed):
+    variables = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU"))}
+    result = subprocess.run([str(python36), "-c", DEFAULTS, str(REPO / "bootstrap")], capture_output=True, text=True,
+                            env={**variables, **environ})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == printed

@@ -137,8 +137,13 @@ def test_estimator_train_and_evaluate_with_tf_config(wheel_env, tmp_path):
     for job, index in roles:
         config = json.dumps({"cluster": spec, "task": {"type": job, "index": index}})
         command = emulated_command(wheel_env, [str(wheel_env.python), str(PROGRAMS / "estimator_ps.py"), str(model_dir), "300"])
-        tasks.append(Task(job, index, tuple(command), env={"TF_CONFIG": config}, server=job == "ps"))
+        # With the fused lookups on (every task alike), the small table's lookup is a retf op on its ps.
+        tasks.append(Task(job, index, tuple(command), env={"TF_CONFIG": config, "RETF_FUSED_EMBEDDING": "1"},
+                          server=job == "ps"))
     run = run_cluster(tasks, TIMEOUT, env=_clean_environ())
     assert run.ok, run.failure()
     evaluation = run.of("evaluator")[0].json
     assert evaluation["global_step"] >= 300 and evaluation["auc"] > 0.7, evaluation
+    # The small table's lookup ran where the table lives; the partitioned one took TensorFlow's ops.
+    devices = set(run.of("worker")[0].json["lookups"].values())
+    assert len(devices) == 1 and devices.pop().startswith("/job:ps/task:"), run.of("worker")[0].json

@@ -1,7 +1,8 @@
 """A TF 1.x Estimator job on a parameter-server cluster: every task runs this script with its TF_CONFIG.
 
 train_and_evaluate with a custom model_fn: feature columns over a hashed categorical column with an
-embedding (partitioned over the ps tasks), tf.data input, tf.train.AdamOptimizer, AUC in evaluation.
+embedding (partitioned over the ps tasks) and a small one (on one ps, as most small tables are), tf.data
+input, tf.train.AdamOptimizer, AUC in evaluation.
 Usage: TF_CONFIG=... python estimator_ps.py MODEL_DIR MAX_STEPS. The evaluator prints its last
 metrics on the final checkpoint as one JSON line; the other tasks print their task type. Python 3.6+.
 """
@@ -15,6 +16,7 @@ import tensorflow as tf
 tf.logging.set_verbosity(tf.logging.ERROR)
 MODEL_DIR, MAX_STEPS = sys.argv[1], int(sys.argv[2])
 CITIES = 20000
+LOOKUPS = {}  # the training graph's fused lookups (a wheel with v1_fused_embedding), by name: their devices
 
 
 def input_fn():
@@ -36,7 +38,9 @@ def model_fn(features, labels, mode):
     ]
     with tf.variable_scope("input_layer", partitioner=tf.fixed_size_partitioner(2)):
         net = tf.feature_column.input_layer(features, columns)
-    net = tf.layers.dense(net, 32, activation=tf.nn.relu)
+    region = tf.feature_column.input_layer(features, [tf.feature_column.embedding_column(
+        tf.feature_column.categorical_column_with_hash_bucket("city", hash_bucket_size=100), dimension=4)])
+    net = tf.layers.dense(tf.concat([net, region], 1), 32, activation=tf.nn.relu)
     logits = tf.layers.dense(net, 1)[:, 0]
     probability = tf.sigmoid(logits)
     if mode == tf.estimator.ModeKeys.PREDICT:
@@ -47,6 +51,8 @@ def model_fn(features, labels, mode):
                    "accuracy": tf.metrics.accuracy(labels, tf.cast(probability > 0.5, tf.float32))}
         return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics)
     train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=tf.train.get_global_step())
+    LOOKUPS.update((op.name, op.device) for op in tf.get_default_graph().get_operations()
+                   if op.type == "Retf>EmbeddingLookupSparse")
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
@@ -57,7 +63,7 @@ train_spec = tf.estimator.TrainSpec(input_fn, max_steps=MAX_STEPS)
 eval_spec = tf.estimator.EvalSpec(input_fn, steps=20, start_delay_secs=1, throttle_secs=1)
 tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
 task = json.loads(os.environ["TF_CONFIG"])["task"]["type"]
-report = {"task": task}
+report = {"task": task, "lookups": LOOKUPS}
 if task == "evaluator":  # it returns once it has evaluated the final checkpoint; report on that one
     metrics = estimator.evaluate(input_fn, steps=20, name="final")
     report.update({name: float(value) for name, value in metrics.items()})
