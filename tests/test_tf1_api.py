@@ -275,7 +275,7 @@ with tf.Graph().as_default() as graph:
     report["partitioned_ops"] = retf_ops(graph)
     with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
         table = tf.get_variable("table", [6, 2])
-        looked_up = tf.nn.embedding_lookup_sparse(table, sp_ids, None)
+        tf.nn.embedding_lookup_sparse(table, sp_ids, None)
     report["devices"] = sorted({op.device for op in graph.get_operations() if op.type.startswith("Retf>")})
 print(json.dumps(report))
 """
