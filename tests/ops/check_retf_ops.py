@@ -89,6 +89,11 @@ def assert_close(test, actual, expected, dtype, message=""):
 MIXED_INDEX_STEPS = [[1, 7, 1, 3, 1], [0, 9, 9], [5], [1, 3, 5, 7]]
 
 
+# Distinct rows, out of order, far more than a 4 KiB page apart on average in a table of 3,000 rows
+# of 40 values, as a sparse optimizer gets them from a large table; then a step with a duplicate.
+FAR_APART_INDEX_STEPS = [[2999, 0, 1500, 700, 2100, 31], [1, 2998, 1400], [2999, 0, 2999]]
+
+
 def run_adam_steps(test, op, reference, seed, dtype, index_dtype, shape, indices_per_step, steps):
     """Runs op (a retf.ops sparse Adam) for `steps` steps on resource variables and checks var, m and v
     against reference (its NumPy model) after each; returns var before and after."""
@@ -123,6 +128,13 @@ class SparseApplyAdamTest(unittest.TestCase):
 
     def test_rows_of_rank_two(self):
         self.run_steps(np.float32, np.int64, (6, 2, 3), [[0, 5, 0], [2]])
+
+    def test_rows_far_apart_without_duplicates(self):
+        # Distinct rows, out of order, pages apart: walked in the gradient's order, not ascending.
+        for dtype in FLOATS:
+            for index_dtype in INDEX_TYPES:
+                with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
+                    self.run_steps(dtype, index_dtype, (3000, 40), FAR_APART_INDEX_STEPS, steps=3)
 
     def test_duplicates_summed_in_every_column_block(self):
         # Duplicate gradient rows are summed in blocks of 64, 32 or 16 bytes, then single columns.
@@ -205,6 +217,13 @@ class SparseApplyAdamDenseTest(unittest.TestCase):
 
     def test_rows_of_rank_two(self):
         self.run_steps(np.float32, np.int64, (6, 2, 3), [[0, 5, 0], [2]])
+
+    def test_rows_far_apart_without_duplicates(self):
+        # Distinct rows, out of order, pages apart: walked in the gradient's order, not ascending.
+        for dtype in FLOATS:
+            for index_dtype in INDEX_TYPES:
+                with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
+                    self.run_steps(dtype, index_dtype, (3000, 40), FAR_APART_INDEX_STEPS, steps=3)
 
     def test_empty_gradient_still_decays_every_row(self):
         for dtype in FLOATS:
@@ -410,6 +429,12 @@ class FusedSparseKernelChecks(object):
 
     def test_rows_of_rank_two(self):
         self.run_steps(np.float32, np.int64, (10, 2, 3))
+
+    def test_rows_far_apart_without_duplicates(self):
+        for dtype in FLOATS:
+            for index_dtype in INDEX_TYPES:
+                with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__):
+                    self.run_steps(dtype, index_dtype, (3000, 40), steps=FAR_APART_INDEX_STEPS)
 
     def test_out_of_range_index_names_itself_and_changes_nothing(self):
         for bad in (10, -1):
@@ -1098,6 +1123,12 @@ def threaded_outputs(threads):
     grad = rng.uniform(-1, 1, (len(indices), shape[1])).astype(np.float32)
     for step in (1, 2):
         retf.ops.sparse_apply_adam(var, m, v, 0.9 ** step, 0.999 ** step, 0.01, 0.9, 0.999, 1e-7, grad, indices)
+    # Distinct rows about 50 rows of 128 bytes apart, out of order: walked in the gradient's order.
+    far = [tf.Variable(rng.uniform(0.1, 1, (100000, 32)).astype(np.float32)) for _ in range(3)]
+    far_indices = rng.choice(100000, size=2000, replace=False)
+    far_grad = rng.uniform(-1, 1, (len(far_indices), 32)).astype(np.float32)
+    for step in (1, 2):
+        retf.ops.sparse_apply_adam(*far, 0.9 ** step, 0.999 ** step, 0.01, 0.9, 0.999, 1e-7, far_grad, far_indices)
     # Rows of 5 floats: chunk and packet boundaries fall inside rows.
     dense = [tf.Variable(rng.uniform(0.1, 1, (20011, 5)).astype(np.float32)) for _ in range(3)]
     dense_grad = rng.uniform(-1, 1, (len(indices), 5)).astype(np.float32)
@@ -1122,6 +1153,7 @@ def threaded_outputs(threads):
     sp_weights = sparse(sp_indices, weights.astype(np.float32), 4000, 30)
     outputs = {"var": var.numpy(), "m": m.numpy(), "v": v.numpy()}
     outputs.update(("dense_" + name, variable.numpy()) for name, variable in zip(("var", "m", "v"), dense))
+    outputs.update(("far_" + name, variable.numpy()) for name, variable in zip(("var", "m", "v"), far))
     outputs.update(fused)
     for combiner in COMBINERS:
         with tf.GradientTape() as tape:

@@ -54,12 +54,22 @@ inline const T* GroupGradient(const T* grad, int64_t row_size, const IndexGroups
   return sum;
 }
 
+// Rows further apart than this, on average, share no page with their neighbours: walking them in
+// ascending order buys no locality in the tables.
+constexpr int64_t kPageBytes = 4096;
+
 // Calls update(row, g) once for every distinct row in groups, with g the row's gradient: grad's
 // own row when the index appears once, else the sum of its gradient rows in position order
 // (from zero, what unsorted_segment_sum computes before TensorFlow's sparse apply ops run).
-// Groups are split over the pool, one thread per group, in ascending row order; tables[0 ..
-// num_tables) are the row-major tables update touches at row (var and its slots), prefetched a
-// few groups ahead with the gradient rows. The result does not depend on the split.
+// Work is split over the pool, each row updated by one thread; tables[0 .. num_tables) are the
+// row-major tables update touches at row (var and its slots), prefetched a few rows ahead with
+// the gradient rows. The result does not depend on the split.
+//
+// The walk takes the rows in ascending order, so a table is read in address order, except where
+// that buys nothing and costs a random read of every gradient row: when no index repeats and the
+// rows lie more than a page apart on average, it takes them in the gradient's own order, reading
+// the gradient sequentially. Without repeats every row has one update whatever the order, so the
+// result is the same.
 template <typename T, typename Tindex, typename Update>
 void ForEachGroupRow(tensorflow::thread::ThreadPool* pool, T* const* tables, int num_tables, const T* grad,
                      int64_t row_size, const IndexGroups<Tindex>& groups, Update&& update) {
@@ -73,6 +83,29 @@ void ForEachGroupRow(tensorflow::thread::ThreadPool* pool, T* const* tables, int
   const int64_t row_bytes = row_size * static_cast<int64_t>(sizeof(T));
   const int64_t group_bytes = row_bytes * (num_tables + num_positions / num_groups);
   const int64_t distance = std::max<int64_t>(1, kPrefetchBytes / group_bytes);
+  // Bytes moved per group: the tables' rows read and written, the gradient rows read.
+  const int64_t cost = (group_bytes + num_tables * row_bytes) / static_cast<int64_t>(sizeof(T)) * 4;
+
+  const int64_t span = static_cast<int64_t>(unique[num_groups - 1]) - static_cast<int64_t>(unique[0]) + 1;
+  if (!has_duplicates && span / num_groups * row_bytes > kPageBytes) {
+    static thread_local std::vector<Tindex> rows_by_position;
+    rows_by_position.resize(num_positions);
+    for (int64_t u = 0; u < num_groups; ++u) rows_by_position[positions[u]] = unique[u];
+    const Tindex* rows = rows_by_position.data();
+    auto work = [&](int64_t begin, int64_t end) {
+      auto prefetch = [&](int64_t p) {
+        const int64_t offset = static_cast<int64_t>(rows[p]) * row_size;
+        for (int t = 0; t < num_tables; ++t) PrefetchRowForWrite(tables[t] + offset, row_bytes);
+      };
+      for (int64_t p = begin; p < std::min(end, begin + distance); ++p) prefetch(p);
+      for (int64_t p = begin; p < end; ++p) {
+        if (p + distance < end) prefetch(p + distance);
+        update(static_cast<int64_t>(rows[p]), grad + p * row_size);
+      }
+    };
+    pool->ParallelFor(num_positions, cost, work);
+    return;
+  }
 
   auto work = [&](int64_t begin, int64_t end) {
     static thread_local std::vector<T> sum;
@@ -90,9 +123,7 @@ void ForEachGroupRow(tensorflow::thread::ThreadPool* pool, T* const* tables, int
       update(static_cast<int64_t>(unique[u]), GroupGradient(grad, row_size, groups, u, sum.data()));
     }
   };
-  // Bytes moved per group: the tables' rows read and written, the gradient rows read.
-  pool->ParallelFor(num_groups, (group_bytes + num_tables * row_bytes) / static_cast<int64_t>(sizeof(T)) * 4,
-                    work);
+  pool->ParallelFor(num_groups, cost, work);
 }
 
 }  // namespace functor

@@ -175,8 +175,8 @@ inline void UpdateRow(T* var, T* m, T* v, const T* g, int64_t n, const AdamCoeff
 }
 
 // Updates var, m and v (row-major, rows of row_size elements) at the rows in groups, each row
-// once with its summed gradient (ForEachGroupRow: split over the pool by group, in ascending row
-// order; the sums do not depend on the split).
+// once with its summed gradient (ForEachGroupRow: split over the pool, ascending rows or the
+// gradient's order; the sums do not depend on the split).
 template <typename T, typename Tindex>
 struct SparseApplyAdam {
   void operator()(tensorflow::thread::ThreadPool* pool, T* var, T* m, T* v,
