@@ -21,8 +21,8 @@ bandwidth floor is the bytes a step must move over the copy bandwidth measured n
 cost more than a sequential copy, so the scattered-row floor is the one to hold the kernel to. Stock
 tf.compat.v1.train.AdamOptimizer (a dense update of the whole table) is reported, and so is retf's
 fused kernel for those same dense semantics (retf.train.AdamOptimizer: one pass over the table).
-Medians of timed steps after warm-up; fused, composite and the scattered-row floor are timed in
-turns. Then retf's fused Adagrad and FTRL against what tf.compat.v1's AdagradOptimizer and
+Medians of timed steps after warm-up; fused, composite and the scattered-row floors are timed in
+turns, eight steps to a call, each step over its own random rows and after the step before. Then retf's fused Adagrad and FTRL against what tf.compat.v1's AdagradOptimizer and
 FtrlOptimizer run for a sparse gradient (unique + unsorted_segment_sum, then TensorFlow's
 ResourceSparseApplyAdagrad / ResourceSparseApplyFtrl), in turns. Then, unless --no-bfc-off, the script runs itself again with TF_CPU_ALLOCATOR_USE_BFC=false
 and reports fused against composite there.
@@ -45,8 +45,8 @@ import retf  # noqa: E402
 
 LR, BETA1, BETA2, EPSILON = 0.001, 0.9, 0.999, 1e-7
 # Fused, composite and floor steps are timed STEPS_PER_CALL to a call (one tf.function, one thread start):
-# calling a tf.function costs about half a millisecond here, a cost of eager Python that a training step
-# in a graph does not pay per op, and that would otherwise count as the kernel's.
+# calling a tf.function costs 0.1-0.5 ms here (the header prints it), a cost of eager Python that a training
+# step in a graph does not pay per op, and that would otherwise count as the kernel's.
 STEPS_PER_CALL = 8
 
 
