@@ -28,6 +28,7 @@ Runs with the host Python; everything TensorFlow runs through the retfwheel comm
 """
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -90,6 +91,27 @@ def prepare_wheel(work):
 
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb")
+
+
+def stale_env_problem(venv, recipe=V1_RECIPE):
+    """Why a kept environment cannot stand for `recipe`'s wheel, or None: its wheel must have been built from
+    the recipe file as it is now (the recipe sha256 the build records in retfwheel.json), or its sides would
+    measure other defaults than the recipe's."""
+    records = sorted(Path(venv).glob("lib/python*/site-packages/tensorflow-*.dist-info/retfwheel.json"))
+    if not records:
+        return (f"--env {venv}: no retfwheel-built tensorflow in it (no tensorflow-*.dist-info/retfwheel.json); "
+                f"give the venv that `retfwheel verify WHEEL --recipe {recipe.name} --keep-env DIR` kept (DIR/venv)")
+    try:
+        built_from = json.loads(records[-1].read_text()).get("recipe", {})
+    except (OSError, ValueError) as error:
+        return f"--env {venv}: cannot read {records[-1]}: {error}"
+    now = hashlib.sha256(recipe.read_bytes()).hexdigest()
+    if built_from.get("name") != recipe.stem or built_from.get("sha256") != now:
+        return (f"--env {venv}: its wheel was built from recipe {built_from.get('name')!r} "
+                f"(sha256 {str(built_from.get('sha256'))[:12]}), not from {recipe.name} as it is now "
+                f"(sha256 {now[:12]}), so its defaults may not be the recipe's; build and keep a new one "
+                f"(retfwheel build, then verify WHEEL --recipe {recipe.name} --keep-env DIR) or leave out --env")
+    return None
 
 
 def run_model(side, model, optimizer, data, steps, warmup, batch_size, seed=1, trace=None):
@@ -192,7 +214,8 @@ def make_data(tf115, work, kind, rows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", type=Path, help="venv with the tf1api wheel (from verify --keep-env DIR: DIR/venv)")
+    parser.add_argument("--env", type=Path, help="venv with the tf1api wheel (from verify --keep-env DIR: DIR/venv), built from the "
+                        "recipe as it is now (checked against the recipe sha256 the build recorded)")
     parser.add_argument("--models", help=f"comma-separated, of {','.join(CATALOG)} (default: all)")
     parser.add_argument("--optimizers", help="comma-separated, of adam,adagrad,ftrl,lazyadam,sgd, or 'usual' "
                                              "(each model's usual one); default: each model's whole list")
@@ -219,6 +242,9 @@ def main():
     side_keys = args.sides.split(",")
     if not side_keys or set(side_keys) - set(SIDES):
         sys.exit(f"--sides: {args.sides!r}; known: {', '.join(SIDES)}")
+    problem = stale_env_problem(args.env) if args.env else None
+    if problem:
+        sys.exit(problem)
 
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-models-"))
     work.mkdir(parents=True, exist_ok=True)
