@@ -102,9 +102,11 @@ def stale_env_problem(venv, recipe=V1_RECIPE):
         return (f"--env {venv}: no retfwheel-built tensorflow in it (no tensorflow-*.dist-info/retfwheel.json); "
                 f"give the venv that `retfwheel verify WHEEL --recipe {recipe.name} --keep-env DIR` kept (DIR/venv)")
     try:
-        built_from = json.loads(records[-1].read_text()).get("recipe", {})
+        record = json.loads(records[-1].read_text())
     except (OSError, ValueError) as error:
         return f"--env {venv}: cannot read {records[-1]}: {error}"
+    built_from = record.get("recipe") if isinstance(record, dict) else None
+    built_from = built_from if isinstance(built_from, dict) else {}
     now = hashlib.sha256(recipe.read_bytes()).hexdigest()
     if built_from.get("name") != recipe.stem or built_from.get("sha256") != now:
         return (f"--env {venv}: its wheel was built from recipe {built_from.get('name')!r} "

@@ -50,3 +50,12 @@ def test_a_venv_without_a_retfwheel_build_is_refused(bench, tmp_path):
 def test_the_shipped_recipe_and_a_stale_record_disagree(bench, tmp_path):
     venv = kept_env(tmp_path, bench.V1_RECIPE.stem, "0" * 64)
     assert "as it is now" in bench.stale_env_problem(venv)
+
+
+def test_a_record_that_is_not_a_build_record_is_refused_in_one_line(bench, tmp_path):
+    venv = kept_env(tmp_path, "v1", "0" * 64)
+    next(venv.glob("lib/*/site-packages/*.dist-info/retfwheel.json")).write_text("[1, 2]")
+    recipe = tmp_path / "v1.toml"
+    recipe.write_text('api = "v1"\n')
+    problem = bench.stale_env_problem(venv, recipe)
+    assert problem.startswith(f"--env {venv}: its wheel was built from recipe None") and "\n" not in problem
