@@ -21,12 +21,22 @@ namespace functor {
 constexpr int64_t kPrefetchBytes = 4096;
 constexpr int64_t kCacheLine = 64;
 
-inline void PrefetchRowForWrite(const void* row, int64_t bytes) {
+// A prefetch has no effect a compiler must keep: GCC marks a function whose only statements are
+// prefetches as one without effects and deletes the calls to it, unless the function is inlined
+// before that happens. The prefetch helpers, and the lambdas calling them, are therefore always
+// inlined (tests/test_real_tensorflow.py looks for the prefetches in the built library).
+#if defined(__GNUC__) || defined(__clang__)
+#define RETF_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define RETF_ALWAYS_INLINE
+#endif
+
+RETF_ALWAYS_INLINE inline void PrefetchRowForWrite(const void* row, int64_t bytes) {
   const char* p = static_cast<const char*>(row);
   for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 1, 3);
 }
 
-inline void PrefetchRowForRead(const void* row, int64_t bytes) {
+RETF_ALWAYS_INLINE inline void PrefetchRowForRead(const void* row, int64_t bytes) {
   const char* p = static_cast<const char*>(row);
   for (int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 0, 3);
 }
@@ -93,7 +103,7 @@ void ForEachGroupRow(tensorflow::thread::ThreadPool* pool, T* const* tables, int
     for (int64_t u = 0; u < num_groups; ++u) rows_by_position[positions[u]] = unique[u];
     const Tindex* rows = rows_by_position.data();
     auto work = [&](int64_t begin, int64_t end) {
-      auto prefetch = [&](int64_t p) {
+      auto prefetch = [&](int64_t p) RETF_ALWAYS_INLINE {
         const int64_t offset = static_cast<int64_t>(rows[p]) * row_size;
         for (int t = 0; t < num_tables; ++t) PrefetchRowForWrite(tables[t] + offset, row_bytes);
       };
@@ -110,7 +120,7 @@ void ForEachGroupRow(tensorflow::thread::ThreadPool* pool, T* const* tables, int
   auto work = [&](int64_t begin, int64_t end) {
     static thread_local std::vector<T> sum;
     if (has_duplicates) sum.resize(row_size);
-    auto prefetch = [&](int64_t u) {
+    auto prefetch = [&](int64_t u) RETF_ALWAYS_INLINE {
       const int64_t offset = static_cast<int64_t>(unique[u]) * row_size;
       for (int t = 0; t < num_tables; ++t) PrefetchRowForWrite(tables[t] + offset, row_bytes);
       for (int32_t i = offsets[u]; i < offsets[u + 1]; ++i) {
