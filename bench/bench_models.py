@@ -90,7 +90,7 @@ def prepare_wheel(work):
     return work / "env" / "venv"
 
 
-SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb")
+SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg")
 
 
 def stale_env_problem(venv, recipe=V1_RECIPE):
@@ -260,7 +260,9 @@ def main():
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
-             "emb": Side("wheel, fused lookups", V1_RECIPE, venv, {"RETF_FUSED_EMBEDDING": "1"})}
+             "emb": Side("wheel, fused lookups", V1_RECIPE, venv, {"RETF_FUSED_EMBEDDING": "1"}),
+             "mmg": Side("wheel, retf weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "1"}),
+             "nommg": Side("wheel, TF's weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "0"})}
     sides = [known[key] for key in side_keys]
     baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}

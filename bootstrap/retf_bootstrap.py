@@ -13,7 +13,8 @@ how tf.train.AdamOptimizer applies sparse gradients (the recipe's v1_sparse_adam
 RETF_FUSED_SPARSE=0|1 whether tf.train.AdagradOptimizer and FtrlOptimizer apply them in retf's fused
 kernels (the recipe's v1_fused_sparse otherwise) and RETF_FUSED_EMBEDDING=0|1 whether
 tf.nn.embedding_lookup_sparse, and so the feature columns' embeddings, runs retf's fused lookup (the
-recipe's v1_fused_embedding otherwise); in a wheel
+recipe's v1_fused_embedding otherwise) and RETF_FUSED_MATMUL_GRAD=0|1 whether a small weight's MatMul
+gradient comes from retf's transposed product (the recipe's v1_fused_matmul_grad otherwise); in a wheel
 that ships the retf op library, RETF_OPS=0 leaves it unregistered (and sparse Adam, Adagrad and FTRL on
 TensorFlow's ops).
 """
@@ -653,6 +654,12 @@ def fused_embedding_mode(config):
                          "tf.nn.embedding_lookup_sparse runs retf's fused lookup")
 
 
+def fused_matmul_grad_mode(config):
+    """Whether a small weight's MatMul gradient comes from retf's transposed product."""
+    return _fused_switch(config, "RETF_FUSED_MATMUL_GRAD", "v1_fused_matmul_grad",
+                         "a small weight's MatMul gradient comes from retf's transposed product")
+
+
 def _route_embedding_lookups(v1):
     """tf.nn.embedding_lookup_sparse, and the module function that safe_embedding_lookup_sparse (feature
     columns, linear_model, tf.contrib.layers) calls, become retf's: the fused op for one 2-D table,
@@ -761,5 +768,13 @@ def expose_v1_api(namespace, config):
             raise ImportError("tf.nn.embedding_lookup_sparse: the fused lookup needs the retf op library, which this "
                               "build does not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_EMBEDDING=0"
                               % error) from error
+    if fused_matmul_grad_mode(config):
+        try:
+            from retf import ops
+        except ImportError as error:
+            raise ImportError("MatMul gradients: the transposed product needs the retf op library, which this build "
+                              "does not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_MATMUL_GRAD=0"
+                              % error) from error
+        ops.route_weight_gradients()
     _deeprec_optimizers(v1.train, bool(config.get("v1_deeprec_optimizers")), config.get("label", "this build"))
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]

@@ -202,3 +202,60 @@ for _op_type in ("SparseApplyAdam", "SparseApplyAdamDense", "SparseApplyAdamAsyn
                  "SparseApplyAdagradV2", "SparseApplyAdagradDecay", "SparseApplyFtrl", "SparseApplyFtrlV2"):
     tf.no_gradient("Retf>" + _op_type)
     tf.no_gradient("Retf>" + _op_type + "Ref")
+
+
+def transposed_matmul(a, b, name=None):
+    """a^T b for matrices a [K, M] and b [K, N], as tf.matmul(a, b, transpose_a=True) computes it.
+
+    Made for a dense layer's weight gradient (a the layer's input, b its output's gradient: K the
+    batch, long; M x N the weight, small), where TensorFlow's product runs mostly on one thread: each
+    chunk of K's rows is summed on one thread, and the chunks' sums are added in order, so the result
+    does not depend on the number of threads. float32 and float64.
+    """
+    return load_library().retf_transposed_mat_mul(a, b, name=name)
+
+
+# The weights (at most this many values) whose MatMul gradient routed_matmul_gradient takes from
+# transposed_matmul: up to 256 x 256 retf's product beat TensorFlow's at every batch timed, from
+# 429 x 1024 it lost (bench/bench_transposed_matmul.py, ops/README.md).
+WEIGHT_GRADIENT_MAX_VALUES = 65536
+
+
+def _weight_gradient_applies(op):
+    """Whether op, a MatMul, is a float32 a @ w with w's shape known and small, on a CPU (or unplaced)."""
+    if op.get_attr("transpose_a") or op.get_attr("transpose_b") or op.get_attr("T") != tf.float32:
+        return False
+    if "GPU" in op.device.upper():
+        return False
+    if getattr(op, "skip_input_indices", None) is not None:  # a tape asking for one input's gradient
+        return False
+    weight = op.inputs[1].shape
+    if weight.rank != 2 or not weight.is_fully_defined():
+        return False
+    return int(weight[0]) * int(weight[1]) <= WEIGHT_GRADIENT_MAX_VALUES
+
+
+def routed_matmul_gradient(original):
+    """The gradient function for MatMul: original's, except that a small weight's gradient comes from
+    transposed_matmul (the input's gradient stays TensorFlow's MatMul)."""
+
+    def gradient(op, grad):
+        if not _weight_gradient_applies(op):
+            return original(op, grad)
+        a, w = op.inputs
+        grad_a = tf.linalg.matmul(grad, w, transpose_b=True)
+        return grad_a, transposed_matmul(a, grad)
+
+    gradient.original = original
+    return gradient
+
+
+def route_weight_gradients():
+    """Make every MatMul gradient built from now on in this process take small weights' gradients from
+    transposed_matmul. Idempotent; returns whether it changed the registry."""
+    from tensorflow.python.framework import ops as framework_ops  # the gradient registry has no public name
+    entry = framework_ops._gradient_registry._registry["MatMul"]
+    if hasattr(entry["type"], "original"):
+        return False
+    entry["type"] = routed_matmul_gradient(entry["type"])
+    return True
