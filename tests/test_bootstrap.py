@@ -261,7 +261,8 @@ def test_sparse_adam_mode_refuses_retf_adam_without_the_library(python36):
 FUSED = ("import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
          "print(getattr(b, sys.argv[2] + '_mode')({'v1_' + sys.argv[2]: int(sys.argv[3])}))")
 # Each fused path's switch: the function the bootstrap asks, and its environment variable.
-SWITCHES = [("fused_sparse", "RETF_FUSED_SPARSE"), ("fused_embedding", "RETF_FUSED_EMBEDDING")]
+SWITCHES = [("fused_sparse", "RETF_FUSED_SPARSE"), ("fused_embedding", "RETF_FUSED_EMBEDDING"),
+            ("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD")]
 
 
 @pytest.mark.parametrize("switch, variable", SWITCHES)

@@ -281,6 +281,39 @@ print(json.dumps(report))
 """
 
 
+WEIGHT_GRADIENT_PROBE = """
+import json
+import numpy as np
+import tensorflow as tf
+
+# A TF 1.15 model's dense layers (tf.layers.dense: MatMul + BiasAdd) over a batch the graph does not know.
+with tf.Graph().as_default() as graph:
+    tf.set_random_seed(1)
+    x = tf.placeholder(tf.float32, [None, 36])
+    hidden = tf.layers.dense(x, 20, activation=tf.nn.relu, kernel_initializer=tf.glorot_uniform_initializer(seed=2))
+    logits = tf.layers.dense(hidden, 1, kernel_initializer=tf.glorot_uniform_initializer(seed=3))
+    loss = tf.reduce_mean(tf.square(logits - 1.0))
+    train = tf.train.GradientDescentOptimizer(0.05).minimize(loss)
+    feed = {x: np.random.RandomState(4).uniform(-1, 1, (700, 36)).astype(np.float32)}
+    with tf.Session() as session:
+        session.run(tf.global_variables_initializer())
+        losses = [float(session.run([loss, train], feed)[0]) for _ in range(5)]
+    ops = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+print(json.dumps({"losses": losses, "ops": ops}))
+"""
+
+
+def test_small_weights_take_retfs_weight_gradient_by_the_switch(v1_venv):
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    routed = run_in(recipe, v1_venv, WEIGHT_GRADIENT_PROBE, RETF_FUSED_MATMUL_GRAD="1")
+    stock = run_in(recipe, v1_venv, WEIGHT_GRADIENT_PROBE, RETF_FUSED_MATMUL_GRAD="0")
+    assert routed["ops"] == ["Retf>TransposedMatMul"] and stock["ops"] == []
+    assert routed["losses"][-1] < routed["losses"][0]
+    # The same training to float32 rounding: only the order of the weight gradients' sums differs.
+    for ours, theirs in zip(routed["losses"], stock["losses"]):
+        assert abs(ours - theirs) <= 1e-5 * max(1.0, abs(theirs)), (routed["losses"], stock["losses"])
+
+
 def test_embedding_lookups_take_the_fused_op_where_it_applies(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     fused = run_in(recipe, v1_venv, EMBEDDING_PROBE, RETF_FUSED_EMBEDDING="1")

@@ -216,9 +216,9 @@ def transposed_matmul(a, b, name=None):
 
 
 # The weights (at most this many values) whose MatMul gradient routed_matmul_gradient takes from
-# transposed_matmul: up to 256 x 256 retf's product beat TensorFlow's at every batch timed, from
-# 429 x 1024 it lost (bench/bench_transposed_matmul.py, ops/README.md).
-WEIGHT_GRADIENT_MAX_VALUES = 65536
+# transposed_matmul: up to 128 x 256 retf's product beat TensorFlow's at every batch timed (1.2-2.1x),
+# from 192 x 256 (49,152 values) on it lost (0.7-0.9x): bench/bench_transposed_matmul.py, ops/README.md.
+WEIGHT_GRADIENT_MAX_VALUES = 32768
 
 
 def _weight_gradient_applies(op):

@@ -774,6 +774,95 @@ def synthetic_data(seed, examples=256, vocab=60, max_per_row=4):
     return indices, ids, weights.astype(np.float32), labels
 
 
+def transposed_matmul_bound(a, b):
+    """What a^T b in a's dtype may differ from the exact sum by: K units of rounding on each term's
+    magnitude (the standard bound for a sum of K products, whatever their order)."""
+    unit = np.finfo(a.dtype).eps / 2
+    k_size = a.shape[0]
+    return 2 * k_size * unit * (np.abs(a).astype(np.float64).T @ np.abs(b).astype(np.float64)) + np.finfo(a.dtype).tiny
+
+
+class TransposedMatMulTest(unittest.TestCase):
+    # Output rows: a multiple of the tile's 16, tails of 9-15 (two vectors, the second masked) and of 1-8
+    # (one); columns: multiples of the tile's 6 and every tail 1-5; K: empty, inside one chunk, on and
+    # around the chunk sizes, many chunks.
+    SHAPES = [(0, 3, 4), (1, 1, 1), (5, 16, 6), (63, 21, 7), (64, 5, 11), (65, 32, 12), (513, 37, 23),
+              (700, 8, 9), (5000, 144, 80), (4100, 80, 40), (2049, 17, 10)]
+
+    def test_matches_numpy_over_dtypes_and_tile_tails(self):
+        rng = np.random.RandomState(21)
+        for dtype in FLOATS:
+            for k_size, m_size, n_size in self.SHAPES:
+                a = rng.uniform(-1, 1, (k_size, m_size)).astype(dtype)
+                b = rng.uniform(-1, 1, (k_size, n_size)).astype(dtype)
+                got = retf.ops.transposed_matmul(a, b).numpy()
+                self.assertEqual(got.dtype, dtype)
+                self.assertEqual(got.shape, (m_size, n_size))
+                exact = a.astype(np.float64).T @ b.astype(np.float64)
+                error = np.abs(got.astype(np.float64) - exact)
+                bound = transposed_matmul_bound(a, b)
+                self.assertTrue(np.all(error <= bound), "{} {}: error {} over the bound at {}".format(
+                    dtype.__name__, (k_size, m_size, n_size), error.max(), np.argwhere(error > bound)[:3]))
+
+    def test_close_to_tensorflows_transposed_matmul(self):
+        rng = np.random.RandomState(22)
+        a = rng.uniform(-1, 1, (3000, 144)).astype(np.float32)
+        b = rng.uniform(-1, 1, (3000, 80)).astype(np.float32)
+        ours = retf.ops.transposed_matmul(a, b).numpy().astype(np.float64)
+        theirs = tf.linalg.matmul(a, b, transpose_a=True).numpy().astype(np.float64)
+        self.assertTrue(np.all(np.abs(ours - theirs) <= 2 * transposed_matmul_bound(a, b)))
+
+    def test_bad_shapes_are_invalid_argument(self):
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "as many rows"):
+            retf.ops.transposed_matmul(np.ones((4, 2), np.float32), np.ones((5, 3), np.float32))
+        with self.assertRaises((ValueError, tf.errors.InvalidArgumentError)):
+            retf.ops.transposed_matmul(np.ones(4, np.float32), np.ones((4, 3), np.float32))
+
+
+class WeightGradientRoutingTest(unittest.TestCase):
+    """retf.ops.route_weight_gradients, in graph mode as the 1.x API builds gradients."""
+
+    def setUp(self):
+        from tensorflow.python.framework import ops as framework_ops
+        self.entry = framework_ops._gradient_registry._registry["MatMul"]
+        self.original = self.entry["type"]
+
+    def tearDown(self):
+        self.entry["type"] = self.original
+
+    def gradients(self, weight_shape, dtype=np.float32, transpose_b=False, batch=300):
+        """(op types of the weight's gradient graph, [grad_x, grad_w]) for x @ w in a fresh graph."""
+        rng = np.random.RandomState(23)
+        with tf.Graph().as_default() as graph:
+            x = tf.compat.v1.placeholder(dtype, [None, weight_shape[1] if transpose_b else weight_shape[0]])
+            w = tf.Variable(rng.uniform(-1, 1, weight_shape).astype(dtype))
+            y = tf.linalg.matmul(x, w, transpose_b=transpose_b)
+            grads = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(y)), [x, w])
+            types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+            feed = rng.uniform(-1, 1, (batch, x.shape[1])).astype(dtype)
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                return types, session.run(grads, {x: feed}), feed
+
+    def test_small_float32_weights_take_the_transposed_product(self):
+        stock_types, stock, _ = self.gradients((40, 24))
+        self.assertTrue(retf.ops.route_weight_gradients())
+        self.assertFalse(retf.ops.route_weight_gradients())  # idempotent
+        types, routed, feed = self.gradients((40, 24))
+        self.assertEqual((stock_types, types), ([], ["Retf>TransposedMatMul"]))
+        np.testing.assert_array_equal(routed[0], stock[0])  # the input's gradient is TensorFlow's own
+        bound = transposed_matmul_bound(feed, np.ones((len(feed), 24), np.float32))
+        self.assertTrue(np.all(np.abs(routed[1] - stock[1]) <= 2 * bound))
+
+    def test_other_products_keep_tensorflows_gradient(self):
+        retf.ops.route_weight_gradients()
+        self.assertEqual(self.gradients((40, 24), dtype=np.float64)[0], [])
+        self.assertEqual(self.gradients((24, 40), transpose_b=True)[0], [])
+        limit = retf.ops.WEIGHT_GRADIENT_MAX_VALUES
+        self.assertEqual(self.gradients((limit // 128, 128))[0], ["Retf>TransposedMatMul"])
+        self.assertEqual(self.gradients((limit // 128 + 1, 128))[0], [])
+
+
 class CompositeLazyAdamOptimizer(tf.compat.v1.train.AdamOptimizer):
     """The reference: AdamOptimizer for dense, tfa's gather/compute/scatter lazy Adam in plain TF for sparse."""
 
@@ -1135,7 +1224,10 @@ def threaded_outputs(threads):
     for step in (1, 2):
         retf.ops.sparse_apply_adam_dense(*dense, 0.9 ** step, 0.999 ** step, 0.01, 0.9, 0.999, 1e-7, dense_grad,
                                          indices)
-    fused = {}
+    # A product of many chunks, its output's rows and columns ending inside tiles.
+    product = retf.ops.transposed_matmul(rng.uniform(-1, 1, (5000, 37)).astype(np.float32),
+                                         rng.uniform(-1, 1, (5000, 23)).astype(np.float32)).numpy()
+    fused = {"transposed_matmul": product}
     for name in ("adagrad", "ftrl", "adagrad_decay"):
         tables = [tf.Variable(rng.uniform(0.1, 1, shape).astype(np.float32)) for _ in range(3)]
         counts = tf.Variable(np.zeros(shape[0], np.int64))

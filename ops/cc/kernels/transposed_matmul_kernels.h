@@ -86,21 +86,25 @@ inline void ChunkProduct<float>(TransposedMatMulPath path, const float* a, const
 }
 #endif
 
-// The rows of a chunk: from K alone (never from the number of threads), so the sum's order, and
-// with it every bit of the result, is the same however the pool splits the work. 512 rows of a
+// The rows of a chunk: from the shapes alone (never from the number of threads), so the sum's order,
+// and with it every bit of the result, is the same however the pool splits the work. 512 rows of a
 // [K, 144] input and a [K, 80] gradient (450 KiB) stay in L2 while a chunk's tiles reread them;
-// shorter K gets at least 8 chunks to share out; the chunks' partial products are capped at 8M
-// values (32 MiB for float) by making chunks longer.
+// shorter K gets up to 8 chunks to share out, but a chunk holds at least 2^20 multiply-adds (tens of
+// microseconds, against the pool's few microseconds to hand one out), so a small product (a
+// recurrent cell's weights at batch 128, a [429, 1] weight vector) is one chunk on the calling
+// thread. The chunks' partial products are capped at 8M values (32 MiB for float).
 constexpr int64_t kMaxChunkRows = 512;
 constexpr int64_t kMinChunkRows = 64;
+constexpr int64_t kMinChunkMultiplyAdds = int64_t{1} << 20;
 constexpr int64_t kMaxPartialValues = int64_t{8} << 20;
 
 inline int64_t TransposedMatMulChunkRows(int64_t k_size, int64_t m_size, int64_t n_size) {
-  int64_t rows = std::min(kMaxChunkRows, std::max(kMinChunkRows, (k_size + 7) / 8));
   const int64_t values = std::max<int64_t>(1, m_size * n_size);
+  int64_t rows = std::min(kMaxChunkRows, std::max(kMinChunkRows, (k_size + 7) / 8));
+  rows = std::max(rows, (kMinChunkMultiplyAdds + values - 1) / values);
   const int64_t max_chunks = std::max<int64_t>(1, kMaxPartialValues / values);
   if ((k_size + rows - 1) / rows > max_chunks) rows = (k_size + max_chunks - 1) / max_chunks;
-  return std::max<int64_t>(1, rows);
+  return std::max<int64_t>(1, std::min(rows, std::max<int64_t>(1, k_size)));
 }
 
 // out [M, N] = a^T b, a [K, M] and b [K, N] row-major: each chunk of rows summed on one thread

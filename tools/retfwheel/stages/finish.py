@@ -127,6 +127,8 @@ def _bootstrap_notes(step: InjectBootstrap) -> list[str]:
                      f"tf.contrib explains its replacements; sparse Adam: {step.v1_sparse_adam}"
                      + ("; fused sparse Adagrad and FTRL" if step.v1_fused_sparse else "")
                      + ("; fused tf.nn.embedding_lookup_sparse" if step.v1_fused_embedding else "")
+                     + ("; small weights' MatMul gradients in retf's transposed product" if step.v1_fused_matmul_grad
+                        else "")
                      + ("; DeepRec's AdamAsync and AdagradDecay optimizers" if step.v1_deeprec_optimizers else ""))
     if step.runtime_env:
         notes.append("runtime defaults: " + ", ".join(f"{k}={v}" for k, v in step.runtime_env))
@@ -179,6 +181,7 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: Bootstrap
             # 0/1, not true/false: the block is Python source, its config a JSON literal that must also be Python's
             api = {"v1_sparse_adam": step.v1_sparse_adam, "v1_fused_sparse": int(step.v1_fused_sparse),
                    "v1_fused_embedding": int(step.v1_fused_embedding),
+                   "v1_fused_matmul_grad": int(step.v1_fused_matmul_grad),
                    "v1_deeprec_optimizers": int(step.v1_deeprec_optimizers), "label": config.label}
             patched = append(patched, api_block(BOOTSTRAP_MODULE, api), step.init_name)
     except InjectionError as exc:

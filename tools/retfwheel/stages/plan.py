@@ -112,6 +112,7 @@ class InjectBootstrap:
     v1_fused_sparse: bool = False
     v1_deeprec_optimizers: bool = False
     v1_fused_embedding: bool = False
+    v1_fused_matmul_grad: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
                 recipe.v1_fused_sparse,
                 recipe.v1_deeprec_optimizers,
                 recipe.v1_fused_embedding,
+                recipe.v1_fused_matmul_grad,
             )
         )
         patched = {init_name, entry_points}
