@@ -89,18 +89,20 @@ inline void ChunkProduct<float>(TransposedMatMulPath path, const float* a, const
 // The rows of a chunk: from the shapes alone (never from the number of threads), so the sum's order,
 // and with it every bit of the result, is the same however the pool splits the work. 512 rows of a
 // [K, 144] input and a [K, 80] gradient (450 KiB) stay in L2 while a chunk's tiles reread them;
-// shorter K gets up to 8 chunks to share out, but a chunk holds at least 2^20 multiply-adds (tens of
+// shorter K gets up to 4 chunks of at least 128 rows to share out (shorter chunks spend more on
+// storing their tiles and on the partial sums than they save), and a chunk holds at least 2^20
+// multiply-adds (tens of
 // microseconds, against the pool's few microseconds to hand one out), so a small product (a
 // recurrent cell's weights at batch 128, a [429, 1] weight vector) is one chunk on the calling
 // thread. The chunks' partial products are capped at 8M values (32 MiB for float).
 constexpr int64_t kMaxChunkRows = 512;
-constexpr int64_t kMinChunkRows = 64;
+constexpr int64_t kMinChunkRows = 128;
 constexpr int64_t kMinChunkMultiplyAdds = int64_t{1} << 20;
 constexpr int64_t kMaxPartialValues = int64_t{8} << 20;
 
 inline int64_t TransposedMatMulChunkRows(int64_t k_size, int64_t m_size, int64_t n_size) {
   const int64_t values = std::max<int64_t>(1, m_size * n_size);
-  int64_t rows = std::min(kMaxChunkRows, std::max(kMinChunkRows, (k_size + 7) / 8));
+  int64_t rows = std::min(kMaxChunkRows, std::max(kMinChunkRows, (k_size + 3) / 4));
   rows = std::max(rows, (kMinChunkMultiplyAdds + values - 1) / values);
   const int64_t max_chunks = std::max<int64_t>(1, kMaxPartialValues / values);
   if ((k_size + rows - 1) / rows > max_chunks) rows = (k_size + max_chunks - 1) / max_chunks;
@@ -125,11 +127,15 @@ struct TransposedMatMul {
       ChunkProduct<T>(path, a, b, m_size, n_size, k_size, out);
       return;
     }
-    std::vector<T> partial(chunks * values);
+    // Reused between calls on one thread: a fresh buffer of megabytes costs a page fault per 4 KiB.
+    // The workers reach it through this pointer (inside their lambdas the name is their own thread's).
+    static thread_local std::vector<T> scratch;
+    scratch.resize(chunks * values);
+    T* const partial = scratch.data();
     pool->ParallelFor(chunks, 2 * rows * values, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         const int64_t k0 = c * rows, kc = std::min(k_size, k0 + rows) - k0;
-        ChunkProduct<T>(path, a + k0 * m_size, b + k0 * n_size, m_size, n_size, kc, partial.data() + c * values);
+        ChunkProduct<T>(path, a + k0 * m_size, b + k0 * n_size, m_size, n_size, kc, partial + c * values);
       }
     });
     pool->ParallelFor(values, 2 * chunks, [&](int64_t begin, int64_t end) {
