@@ -10,14 +10,17 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
   TF 1.15.5           `retfwheel run --recipe recipes/emulated-py36.toml`
   wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
-                      RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0)
+                      RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0, RETF_FUSED_MATMUL_GRAD=0)
   wheel               the same wheel with its recipe's defaults: the sparse updates of
                       tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
-                      kernels (the same results), and the recipe's runtime defaults (none today)
+                      kernels (the same results), small weights' MatMul gradients in retf's
+                      transposed product, and the recipe's runtime defaults (none today)
   wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
                       allocator, or the BFC allocator: the evidence for a runtime default
   wheel, fused lookups (--sides ...,emb) the wheel's defaults plus RETF_FUSED_EMBEDDING=1:
                       tf.nn.embedding_lookup_sparse (feature columns) in retf's fused lookup
+  wheel, retf / TF's weight gradients (--sides ...,mmg or nommg) the wheel's defaults with
+                      RETF_FUSED_MATMUL_GRAD=1 or 0: the evidence for v1_fused_matmul_grad
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
 each side alike. Reports the median over repetitions of steps/s after warm-up (the mean over the timed
@@ -229,7 +232,8 @@ def main():
     parser.add_argument("--sides", default="tf115,stock,wheel",
                         help="comma-separated, the first the baseline of the ratios: tf115 (TF 1.15.5), stock (the "
                              "wheel, TensorFlow's own behaviour), wheel (its recipe's defaults), nobfc / bfc (those with "
-                             "TensorFlow's allocator / the BFC allocator), emb (those with retf's fused lookups); "
+                             "TensorFlow's allocator / the BFC allocator), emb (those with retf's fused lookups), mmg / nommg "
+                             "(those with retf's / TensorFlow's weight gradients); "
                              "default: tf115,stock,wheel")
     parser.add_argument("--batch-size", type=int, help="every model's batch (default: each model's own)")
     parser.add_argument("--rows", type=int, default=100000, help="rows of each synthetic data set")
@@ -256,7 +260,8 @@ def main():
     known = {"tf115": tf115,
              "stock": Side("wheel, stock", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false",
                                                             "RETF_SPARSE_ADAM": "dense", "RETF_FUSED_SPARSE": "0",
-                                                            "RETF_FUSED_EMBEDDING": "0"}),
+                                                            "RETF_FUSED_EMBEDDING": "0",
+                                                            "RETF_FUSED_MATMUL_GRAD": "0"}),
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
