@@ -216,8 +216,9 @@ def transposed_matmul(a, b, name=None):
 
 
 # The weights (at most this many values) whose MatMul gradient routed_matmul_gradient takes from
-# transposed_matmul: up to 128 x 256 retf's product beat TensorFlow's at every batch timed (1.2-2.1x),
-# from 192 x 256 (49,152 values) on it lost (0.7-0.9x): bench/bench_transposed_matmul.py, ops/README.md.
+# transposed_matmul: up to 128 x 256 retf's product won or tied in every run of
+# bench/bench_transposed_matmul.py (1.0-3.3x); larger weights won or lost by batch and run (0.7-1.3x),
+# so they keep TensorFlow's product (ops/README.md).
 WEIGHT_GRADIENT_MAX_VALUES = 32768
 
 
@@ -225,9 +226,9 @@ def _weight_gradient_applies(op):
     """Whether op, a MatMul, is a float32 a @ w with w's shape known and small, on a CPU (or unplaced)."""
     if op.get_attr("transpose_a") or op.get_attr("transpose_b") or op.get_attr("T") != tf.float32:
         return False
-    if "GPU" in op.device.upper():
+    if "GPU" in getattr(op, "device", "").upper():  # a tape's recorded op (eager) has no device
         return False
-    if getattr(op, "skip_input_indices", None) is not None:  # a tape asking for one input's gradient
+    if getattr(op, "skip_input_indices", None):  # a tape asking for one input's gradient only: TensorFlow's
         return False
     weight = op.inputs[1].shape
     if weight.rank != 2 or not weight.is_fully_defined():

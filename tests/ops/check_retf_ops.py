@@ -854,6 +854,24 @@ class WeightGradientRoutingTest(unittest.TestCase):
         bound = transposed_matmul_bound(feed, np.ones((len(feed), 24), np.float32))
         self.assertTrue(np.all(np.abs(routed[1] - stock[1]) <= 2 * bound))
 
+    def test_a_tapes_gradient_in_eager_mode(self):
+        rng = np.random.RandomState(24)
+        x = tf.constant(rng.uniform(-1, 1, (300, 40)).astype(np.float32))
+        w = tf.Variable(rng.uniform(-1, 1, (40, 24)).astype(np.float32))
+
+        def gradients():
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(tf.sin(tf.linalg.matmul(x, w)))
+            return [g.numpy() for g in tape.gradient(loss, [x, w])]
+
+        stock = gradients()
+        retf.ops.route_weight_gradients()
+        routed = gradients()
+        np.testing.assert_array_equal(routed[0], stock[0])
+        bound = transposed_matmul_bound(x.numpy(), np.ones((300, 24), np.float32))
+        self.assertTrue(np.all(np.abs(routed[1] - stock[1]) <= 2 * bound))
+
     def test_other_products_keep_tensorflows_gradient(self):
         retf.ops.route_weight_gradients()
         self.assertEqual(self.gradients((40, 24), dtype=np.float64)[0], [])
