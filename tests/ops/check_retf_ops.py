@@ -785,9 +785,9 @@ def transposed_matmul_bound(a, b):
 class TransposedMatMulTest(unittest.TestCase):
     # Output rows: a multiple of the tile's 16, tails of 9-15 (two vectors, the second masked) and of 1-8
     # (one); columns: multiples of the tile's 6 and every tail 1-5; K: empty, inside one chunk, on and
-    # around the chunk sizes, many chunks.
+    # around the chunk sizes, many chunks; partial products past what a thread keeps between calls.
     SHAPES = [(0, 3, 4), (1, 1, 1), (5, 16, 6), (63, 21, 7), (64, 5, 11), (65, 32, 12), (513, 37, 23),
-              (700, 8, 9), (5000, 144, 80), (4100, 80, 40), (2049, 17, 10)]
+              (700, 8, 9), (5000, 144, 80), (4100, 80, 40), (2049, 17, 10), (4096, 512, 300)]
 
     def test_matches_numpy_over_dtypes_and_tile_tails(self):
         rng = np.random.RandomState(21)

@@ -91,14 +91,16 @@ inline void ChunkProduct<float>(TransposedMatMulPath path, const float* a, const
 // [K, 144] input and a [K, 80] gradient (450 KiB) stay in L2 while a chunk's tiles reread them;
 // shorter K gets up to 4 chunks of at least 128 rows to share out (shorter chunks spend more on
 // storing their tiles and on the partial sums than they save), and a chunk holds at least 2^20
-// multiply-adds (tens of
-// microseconds, against the pool's few microseconds to hand one out), so a small product (a
-// recurrent cell's weights at batch 128, a [429, 1] weight vector) is one chunk on the calling
-// thread. The chunks' partial products are capped at 8M values (32 MiB for float).
+// multiply-adds (tens of microseconds, against the pool's few microseconds to hand one out), so a
+// small product (a recurrent cell's weights at batch 128, a [429, 1] weight vector) is one chunk on
+// the calling thread. The chunks' partial products are capped at 8M values (32 MiB for float); a
+// thread keeps its buffer between calls up to 1M values (4 MiB for float: DIN's attention needs
+// 576K), so a one-off large product does not stay allocated on every thread that ran one.
 constexpr int64_t kMaxChunkRows = 512;
 constexpr int64_t kMinChunkRows = 128;
 constexpr int64_t kMinChunkMultiplyAdds = int64_t{1} << 20;
 constexpr int64_t kMaxPartialValues = int64_t{8} << 20;
+constexpr int64_t kMaxKeptPartialValues = int64_t{1} << 20;
 
 inline int64_t TransposedMatMulChunkRows(int64_t k_size, int64_t m_size, int64_t n_size) {
   const int64_t values = std::max<int64_t>(1, m_size * n_size);
@@ -129,7 +131,9 @@ struct TransposedMatMul {
     }
     // Reused between calls on one thread: a fresh buffer of megabytes costs a page fault per 4 KiB.
     // The workers reach it through this pointer (inside their lambdas the name is their own thread's).
-    static thread_local std::vector<T> scratch;
+    static thread_local std::vector<T> kept;
+    std::vector<T> once;
+    std::vector<T>& scratch = chunks * values <= kMaxKeptPartialValues ? kept : once;
     scratch.resize(chunks * values);
     T* const partial = scratch.data();
     pool->ParallelFor(chunks, 2 * rows * values, [&](int64_t begin, int64_t end) {
