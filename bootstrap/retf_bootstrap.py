@@ -14,7 +14,9 @@ RETF_FUSED_SPARSE=0|1 whether tf.train.AdagradOptimizer and FtrlOptimizer apply 
 kernels (the recipe's v1_fused_sparse otherwise) and RETF_FUSED_EMBEDDING=0|1 whether
 tf.nn.embedding_lookup_sparse, and so the feature columns' embeddings, runs retf's fused lookup (the
 recipe's v1_fused_embedding otherwise) and RETF_FUSED_MATMUL_GRAD=0|1 whether a small weight's MatMul
-gradient comes from retf's transposed product (the recipe's v1_fused_matmul_grad otherwise); in a wheel
+gradient comes from retf's transposed product (the recipe's v1_fused_matmul_grad otherwise) and
+RETF_FAST_DECODE_CSV=0|1 whether DecodeCSV runs retf's kernel (the recipe's v1_fast_decode_csv
+otherwise); in a wheel
 that ships the retf op library, RETF_OPS=0 leaves it unregistered (and sparse Adam, Adagrad and FTRL on
 TensorFlow's ops).
 """
@@ -661,6 +663,11 @@ def fused_matmul_grad_mode(config):
                          "a small weight's MatMul gradient comes from retf's transposed product")
 
 
+def fast_decode_csv_mode(config):
+    """Whether DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel."""
+    return _fused_switch(config, "RETF_FAST_DECODE_CSV", "v1_fast_decode_csv", "DecodeCSV runs retf's kernel")
+
+
 def _route_embedding_lookups(v1):
     """tf.nn.embedding_lookup_sparse, and the module function that safe_embedding_lookup_sparse (feature
     columns, linear_model, tf.contrib.layers) calls, become retf's: the fused op for one 2-D table,
@@ -777,5 +784,12 @@ def expose_v1_api(namespace, config):
                               "does not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_MATMUL_GRAD=0"
                               % error) from error
         ops.route_weight_gradients()
+    if fast_decode_csv_mode(config):
+        try:
+            from retf import ops
+        except ImportError as error:
+            raise ImportError("DecodeCSV: retf's kernel needs the retf op library, which this build does not ship "
+                              "([ops] build = false in its recipe): %s; set RETF_FAST_DECODE_CSV=0" % error) from error
+        ops.use_fast_decode_csv()
     _deeprec_optimizers(v1.train, bool(config.get("v1_deeprec_optimizers")), config.get("label", "this build"))
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]

@@ -260,3 +260,22 @@ def route_weight_gradients():
         return False
     entry["type"] = routed_matmul_gradient(entry["type"])
     return True
+
+
+# The kernel label under which retf's DecodeCSV kernel is always registered: a graph built under
+# `graph._kernel_label_map({"DecodeCSV": DECODE_CSV_LABEL})` runs it whatever use_fast_decode_csv says.
+DECODE_CSV_LABEL = "retf"
+
+
+def use_fast_decode_csv():
+    """Make every DecodeCSV kernel this process creates from now on retf's (tf.io.decode_csv, the 1.x
+    tf.decode_csv, in tf.data functions too): TensorFlow's outputs and errors, several times faster on wide
+    records. Graphs keep TensorFlow's op. Idempotent; kernels already made stay TensorFlow's."""
+    import ctypes
+    import os
+
+    from retf import _library
+    load_library()
+    # The library is loaded: RTLD_NOLOAD hands back TensorFlow's handle to it, never a second copy.
+    handle = ctypes.CDLL(_library.LIBRARY, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    return handle.RetfUseDecodeCSV() == 1

@@ -113,6 +113,7 @@ class InjectBootstrap:
     v1_deeprec_optimizers: bool = False
     v1_fused_embedding: bool = False
     v1_fused_matmul_grad: bool = False
+    v1_fast_decode_csv: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
                 recipe.v1_deeprec_optimizers,
                 recipe.v1_fused_embedding,
                 recipe.v1_fused_matmul_grad,
+                recipe.v1_fast_decode_csv,
             )
         )
         patched = {init_name, entry_points}
