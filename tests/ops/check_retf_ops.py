@@ -1002,12 +1002,23 @@ class DecodeCSVTest(unittest.TestCase):
 
     def test_random_records(self):
         rng = np.random.RandomState(22)
-        alphabet = list('a1,"\n\r .e-')
-        for _ in range(400):
-            record = "".join(rng.choice(alphabet, rng.randint(0, 14)))
-            for defaults in ([STRING] * 3, [FLOAT, STRING, INT64]):
-                self.assert_same([record], defaults)
-                self.assert_same([record], defaults[:2], use_quote_delim=False)
+        short = list('a1,"\n\r .e-')
+        long = list("a" * 40 + 'a1,"\n\r .e-')  # long runs: fields past the 16-character blocks of the scan
+        for _ in range(200):
+            for alphabet, length in ((short, 14), (long, 90)):
+                record = "".join(rng.choice(alphabet, rng.randint(0, length)))
+                for defaults in ([STRING] * 3, [FLOAT, STRING, INT64]):
+                    self.assert_same([record], defaults)
+                    self.assert_same([record], defaults[:2], use_quote_delim=False)
+
+    def test_every_offset_of_a_long_field(self):
+        for offset in range(40):
+            for stop in (",", '"', "\n", "\r", "|"):
+                record = "b" * offset + stop + "c" * (37 - offset) + ",d"
+                for quoting in (True, False):
+                    self.assert_same([record], [STRING, STRING], use_quote_delim=quoting)
+                    self.assert_same([record], [STRING, STRING, STRING], use_quote_delim=quoting)
+                    self.assert_same(['"' + record.replace('"', '""') + '",x'], [STRING, STRING])
 
     def test_use_fast_decode_csv_makes_it_every_nodes_kernel(self):
         """In a process of its own: afterwards, plain DecodeCSV nodes, in tf.data functions too, run it."""
