@@ -10,17 +10,21 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
   TF 1.15.5           `retfwheel run --recipe recipes/emulated-py36.toml`
   wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
-                      RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0, RETF_FUSED_MATMUL_GRAD=0)
+                      RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0, RETF_FUSED_MATMUL_GRAD=0,
+                      RETF_FAST_DECODE_CSV=0)
   wheel               the same wheel with its recipe's defaults: the sparse updates of
                       tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
                       kernels (the same results), small weights' MatMul gradients in retf's
-                      transposed product, and the recipe's runtime defaults (none today)
+                      transposed product, DecodeCSV in retf's kernel, and the recipe's runtime
+                      defaults (none today)
   wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
                       allocator, or the BFC allocator: the evidence for a runtime default
   wheel, fused lookups (--sides ...,emb) the wheel's defaults plus RETF_FUSED_EMBEDDING=1:
                       tf.nn.embedding_lookup_sparse (feature columns) in retf's fused lookup
   wheel, retf / TF's weight gradients (--sides ...,mmg or nommg) the wheel's defaults with
                       RETF_FUSED_MATMUL_GRAD=1 or 0: the evidence for v1_fused_matmul_grad
+  wheel, retf / TF's DecodeCSV (--sides ...,csv or nocsv) the wheel's defaults with
+                      RETF_FAST_DECODE_CSV=1 or 0: the evidence for v1_fast_decode_csv
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
 each side alike. Reports the median over repetitions of steps/s after warm-up (the mean over the timed
@@ -93,7 +97,7 @@ def prepare_wheel(work):
     return work / "env" / "venv"
 
 
-SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg")
+SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv")
 
 
 def stale_env_problem(venv, recipe=V1_RECIPE):
@@ -261,13 +265,16 @@ def main():
              "stock": Side("wheel, stock", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false",
                                                             "RETF_SPARSE_ADAM": "dense", "RETF_FUSED_SPARSE": "0",
                                                             "RETF_FUSED_EMBEDDING": "0",
-                                                            "RETF_FUSED_MATMUL_GRAD": "0"}),
+                                                            "RETF_FUSED_MATMUL_GRAD": "0",
+                                                            "RETF_FAST_DECODE_CSV": "0"}),
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
              "emb": Side("wheel, fused lookups", V1_RECIPE, venv, {"RETF_FUSED_EMBEDDING": "1"}),
              "mmg": Side("wheel, retf weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "1"}),
-             "nommg": Side("wheel, TF's weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "0"})}
+             "nommg": Side("wheel, TF's weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "0"}),
+             "csv": Side("wheel, retf's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "1"}),
+             "nocsv": Side("wheel, TF's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "0"})}
     sides = [known[key] for key in side_keys]
     baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}
