@@ -786,11 +786,13 @@ def transposed_matmul_bound(a, b):
 
 
 class TransposedMatMulTest(unittest.TestCase):
-    # Output rows: a multiple of the tile's 16, tails of 9-15 (two vectors, the second masked) and of 1-8
-    # (one); columns: multiples of the tile's 6 and every tail 1-5; K: empty, inside one chunk, on and
-    # around the chunk sizes, many chunks; partial products past what a thread keeps between calls.
+    # Output rows: multiples of the tiles' 16 (AVX + FMA) and 32 (AVX-512), tails of 9-15 (two vectors,
+    # the second masked) and of 1-8 (one), 32 + 1-16; columns: multiples of the tiles' 6 and 8 and every
+    # tail 1-7; K: empty, inside one chunk, on and around the chunk sizes, many chunks; partial products
+    # past what a thread keeps between calls.
     SHAPES = [(0, 3, 4), (1, 1, 1), (5, 16, 6), (63, 21, 7), (64, 5, 11), (65, 32, 12), (513, 37, 23),
-              (700, 8, 9), (5000, 144, 80), (4100, 80, 40), (2049, 17, 10), (4096, 512, 300)]
+              (700, 8, 9), (5000, 144, 80), (4100, 80, 40), (2049, 17, 10), (4096, 512, 300), (300, 48, 15),
+              (300, 63, 9), (130, 47, 6)]
 
     def test_matches_numpy_over_dtypes_and_tile_tails(self):
         rng = np.random.RandomState(21)
@@ -814,6 +816,32 @@ class TransposedMatMulTest(unittest.TestCase):
         ours = retf.ops.transposed_matmul(a, b).numpy().astype(np.float64)
         theirs = tf.linalg.matmul(a, b, transpose_a=True).numpy().astype(np.float64)
         self.assertTrue(np.all(np.abs(ours - theirs) <= 2 * transposed_matmul_bound(a, b)))
+
+    def test_every_instruction_set_within_the_bound_and_avx512_as_fma_bitwise(self):
+        """Each path the CPU has (RETF_TRANSPOSED_MATMUL_ISA caps it, per process): AVX-512's tiles give
+        the bits of the AVX + FMA tiles (the same fused chain over k), every path stays within the bound."""
+        runs = {}
+        with tempfile.TemporaryDirectory() as scratch:
+            for isa in ("avx512", "fma", "avx", "plain"):
+                path = os.path.join(scratch, isa + ".npz")
+                env = dict(os.environ, RETF_TRANSPOSED_MATMUL_ISA=isa)
+                subprocess.check_call([sys.executable, os.path.abspath(__file__), "--isa-outputs", isa, path], env=env)
+                with np.load(path) as data:
+                    runs[isa] = {key: data[key] for key in data.files}
+        for key in runs["fma"]:
+            np.testing.assert_array_equal(runs["avx512"][key], runs["fma"][key], err_msg=key)
+        with open("/proc/cpuinfo") as stream:
+            has_fma = " fma " in stream.read().replace("\n", " ")
+        if has_fma:  # the cap took effect: rounding once per multiply-add, not twice, moves some last bits
+            self.assertFalse(np.array_equal(runs["plain"]["5000x144x80"], runs["fma"]["5000x144x80"]))
+        rng = np.random.RandomState(23)
+        for k_size, m_size, n_size in self.SHAPES:
+            a = rng.uniform(-1, 1, (k_size, m_size)).astype(np.float32)
+            b = rng.uniform(-1, 1, (k_size, n_size)).astype(np.float32)
+            exact = a.astype(np.float64).T @ b.astype(np.float64)
+            for isa, outputs in runs.items():
+                error = np.abs(outputs["{}x{}x{}".format(k_size, m_size, n_size)].astype(np.float64) - exact)
+                self.assertTrue(np.all(error <= transposed_matmul_bound(a, b)), (isa, k_size, m_size, n_size))
 
     def test_bad_shapes_are_invalid_argument(self):
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "as many rows"):
@@ -1534,9 +1562,23 @@ class LoaderTest(unittest.TestCase):
         self.assertIn("rebuild the wheel with retfwheel", output)
 
 
+def isa_outputs():
+    """TransposedMatMulTest's shapes in float32 with the path this process's RETF_TRANSPOSED_MATMUL_ISA allows."""
+    rng = np.random.RandomState(23)
+    outputs = {}
+    for k_size, m_size, n_size in TransposedMatMulTest.SHAPES:
+        a = rng.uniform(-1, 1, (k_size, m_size)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k_size, n_size)).astype(np.float32)
+        outputs["{}x{}x{}".format(k_size, m_size, n_size)] = retf.ops.transposed_matmul(a, b).numpy()
+    return outputs
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--threaded-outputs":
         np.savez(sys.argv[3], **threaded_outputs(int(sys.argv[2])))
+        return
+    if len(sys.argv) == 4 and sys.argv[1] == "--isa-outputs":
+        np.savez(sys.argv[3], **isa_outputs())
         return
     unittest.main()
 

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "tensorflow/core/platform/threadpool.h"
@@ -33,22 +35,42 @@ namespace tm_fma {
 #undef RETF_TM_MULADD
 #undef RETF_TM_TARGET
 }  // namespace tm_fma
+
+namespace tm_avx512 {
+#include "transposed_matmul_tile512.inc"
+}  // namespace tm_avx512
 #endif
 
-// Which kernel a float product runs: 8-float AVX tiles with FMA where the CPU has it (as
-// TensorFlow's own MatMul fuses where the CPU can), without it on AVX alone, else plain loops.
-enum class TransposedMatMulPath { kPlain, kAvx, kFma };
+// Which kernel a float product runs: 16-float AVX-512 tiles where the CPU has them, else 8-float AVX
+// tiles with FMA where it has that (as TensorFlow's own MatMul fuses where the CPU can), without it on
+// AVX alone, else plain loops. The AVX-512 and FMA tiles give the same bits. The environment variable
+// RETF_TRANSPOSED_MATMUL_ISA=avx512|fma|avx|plain caps the choice (the checks compare the paths on one
+// CPU); it is read once.
+enum class TransposedMatMulPath { kPlain, kAvx, kFma, kAvx512 };
+
+inline TransposedMatMulPath CpuTransposedMatMulPath() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return TransposedMatMulPath::kAvx512;
+  if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx")) return TransposedMatMulPath::kFma;
+  if (__builtin_cpu_supports("avx")) return TransposedMatMulPath::kAvx;
+#endif
+  return TransposedMatMulPath::kPlain;
+}
 
 inline TransposedMatMulPath BestTransposedMatMulPath() {
-#if defined(__x86_64__)
-  static const TransposedMatMulPath path = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx")
-                                               ? TransposedMatMulPath::kFma
-                                               : (__builtin_cpu_supports("avx") ? TransposedMatMulPath::kAvx
-                                                                                : TransposedMatMulPath::kPlain);
+  static const TransposedMatMulPath path = [] {
+    const TransposedMatMulPath cpu = CpuTransposedMatMulPath();
+    const char* isa = std::getenv("RETF_TRANSPOSED_MATMUL_ISA");
+    if (isa == nullptr) return cpu;
+    const std::string cap(isa);
+    const TransposedMatMulPath asked = cap == "avx512" ? TransposedMatMulPath::kAvx512
+                                       : cap == "fma"  ? TransposedMatMulPath::kFma
+                                       : cap == "avx"  ? TransposedMatMulPath::kAvx
+                                       : cap == "plain" ? TransposedMatMulPath::kPlain
+                                                        : cpu;
+    return std::min(asked, cpu);
+  }();
   return path;
-#else
-  return TransposedMatMulPath::kPlain;
-#endif
 }
 
 // out = a[0 .. kc)^T b[0 .. kc) in plain loops, the sum over k in order.
@@ -76,7 +98,9 @@ inline void ChunkProduct(TransposedMatMulPath path, const T* a, const T* b, int6
 template <>
 inline void ChunkProduct<float>(TransposedMatMulPath path, const float* a, const float* b, int64_t m_size,
                                 int64_t n_size, int64_t kc, float* out) {
-  if (path == TransposedMatMulPath::kFma) {
+  if (path == TransposedMatMulPath::kAvx512) {
+    tm_avx512::Chunk(a, b, m_size, n_size, kc, out);
+  } else if (path == TransposedMatMulPath::kFma) {
     tm_fma::Chunk(a, b, m_size, n_size, kc, out);
   } else if (path == TransposedMatMulPath::kAvx) {
     tm_avx::Chunk(a, b, m_size, n_size, kc, out);
