@@ -314,6 +314,46 @@ def test_small_weights_take_retfs_weight_gradient_by_the_switch(v1_venv):
         assert abs(ours - theirs) <= 1e-5 * max(1.0, abs(theirs)), (routed["losses"], stock["losses"])
 
 
+DECODE_CSV_PROBE = """
+import json
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+
+# A TF 1.15 input function: lines batched, then tf.decode_csv in Dataset.map; one malformed batch last.
+lines = ["%d,%s,u%d,%s" % (i, i * 0.5, i % 7, "|".join(["12"] * (i % 30))) for i in range(64)] + ["1,2"]
+with tf.Graph().as_default():
+    dataset = tf.data.Dataset.from_tensor_slices(lines).batch(16).map(
+        lambda line: tf.decode_csv(line, record_defaults=[[0], [0.0], [""], [""]]), num_parallel_calls=2)
+    batch = dataset.make_one_shot_iterator().get_next()
+    values, error = [], None
+    with tf.Session() as session:
+        while True:
+            try:
+                values.append([column.tolist() for column in session.run(batch)])
+            except tf.errors.OutOfRangeError:
+                break
+            except tf.errors.InvalidArgumentError as failure:
+                error = failure.message.split("\\n")[0]
+                break
+    ops = sorted({op.type for op in tf.get_default_graph().get_operations()})
+priorities = sorted(k.priority for k in kernels.get_registered_kernels_for_op("DecodeCSV").kernel
+                    if k.device_type == "CPU" and not k.label)
+values = [[[x.decode() if isinstance(x, bytes) else x for x in column] for column in batch] for batch in values]
+print(json.dumps({"values": values, "error": error, "priorities": priorities,
+                  "retf_ops": [op for op in ops if op.startswith("Retf>")]}))
+"""
+
+
+def test_decode_csv_takes_retfs_kernel_by_the_switch(v1_venv):
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    ours = run_in(recipe, v1_venv, DECODE_CSV_PROBE)  # the recipe's v1_fast_decode_csv = true
+    stock = run_in(recipe, v1_venv, DECODE_CSV_PROBE, RETF_FAST_DECODE_CSV="0")
+    assert ours["priorities"] == [0, 1] and stock["priorities"] == [0]
+    assert ours["retf_ops"] == [] and stock["retf_ops"] == []  # the graph keeps TensorFlow's op
+    assert ours["values"] == stock["values"] and len(ours["values"]) == 4
+    assert ours["error"] == stock["error"] and ours["error"].startswith("Expect 4 fields but have 2 in record 0")
+
+
 def test_embedding_lookups_take_the_fused_op_where_it_applies(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     # linear_model's numeric weight is a MatMul: its weight gradient stays TensorFlow's here, the op sets

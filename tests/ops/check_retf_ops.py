@@ -1082,9 +1082,9 @@ print(json.dumps({"before": before, "after": after, "values": values, "bad": bad
         self.assertEqual(seen["before"], [0])
         self.assertEqual(seen["after"], [0, 1])
         lines = ["{},{},r{}".format(i, i * 0.25, "|".join(["7"] * (i % 9))) for i in range(50)]
-        expected = [[[int(l.split(",")[0]) for l in lines[b:b + 8]],
-                     [float(l.split(",")[1]) for l in lines[b:b + 8]],
-                     [l.split(",")[2] for l in lines[b:b + 8]]] for b in range(0, 50, 8)]
+        fields = [line.split(",") for line in lines]
+        expected = [[[int(f[0]) for f in fields[b:b + 8]], [float(f[1]) for f in fields[b:b + 8]],
+                     [f[2] for f in fields[b:b + 8]]] for b in range(0, 50, 8)]
         self.assertEqual(seen["values"], expected)
         self.assertTrue(seen["bad"].startswith("Expect 3 fields but have 2 in record 0"), seen["bad"])
 
