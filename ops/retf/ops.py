@@ -275,7 +275,13 @@ def use_fast_decode_csv():
     import os
 
     from retf import _library
-    load_library()
-    # The library is loaded: RTLD_NOLOAD hands back TensorFlow's handle to it, never a second copy.
-    handle = ctypes.CDLL(_library.LIBRARY, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+
+    def loaded():  # RTLD_NOLOAD: the handle of the library TensorFlow loaded, never a second copy
+        return ctypes.CDLL(_library.LIBRARY, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+
+    try:
+        handle = loaded()  # what `import tensorflow` registered: no op wrappers to build at import
+    except OSError:
+        load_library()  # a TensorFlow that did not register it (retf beside a stock TensorFlow)
+        handle = loaded()
     return handle.RetfUseDecodeCSV() == 1
