@@ -17,6 +17,8 @@
 namespace tensorflow {
 namespace {
 
+// A default Status is OK in every TF 2.x: Status::OK() is gone from TF 2.13, where Status is absl::Status.
+
 class RetfDecodeCSVOp : public OpKernel {
  public:
   explicit RetfDecodeCSVOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -106,19 +108,19 @@ class RetfDecodeCSVOp : public OpKernel {
     switch (column.type) {
       case DT_INT32:
         static_cast<int32*>(column.values)[i] = column.fallback->flat<int32>()(0);
-        return Status::OK();
+        return Status();
       case DT_INT64:
         static_cast<int64*>(column.values)[i] = column.fallback->flat<int64>()(0);
-        return Status::OK();
+        return Status();
       case DT_FLOAT:
         static_cast<float*>(column.values)[i] = column.fallback->flat<float>()(0);
-        return Status::OK();
+        return Status();
       case DT_DOUBLE:
         static_cast<double*>(column.values)[i] = column.fallback->flat<double>()(0);
-        return Status::OK();
+        return Status();
       case DT_STRING:
         static_cast<tstring*>(column.values)[i] = column.fallback->flat<tstring>()(0);
-        return Status::OK();
+        return Status();
       default:
         return Unsupported(column.type, f);
     }
@@ -129,20 +131,20 @@ class RetfDecodeCSVOp : public OpKernel {
   static Status Convert(StringPiece field, const Column& column, int f, int64 i) {
     switch (column.type) {
       case DT_INT32:
-        return strings::safe_strto32(field, static_cast<int32*>(column.values) + i) ? Status::OK()
+        return strings::safe_strto32(field, static_cast<int32*>(column.values) + i) ? Status()
                                                                                      : Invalid(field, f, i, "int32");
       case DT_INT64:
-        return strings::safe_strto64(field, static_cast<int64*>(column.values) + i) ? Status::OK()
+        return strings::safe_strto64(field, static_cast<int64*>(column.values) + i) ? Status()
                                                                                      : Invalid(field, f, i, "int64");
       case DT_FLOAT:
-        return strings::safe_strtof(field, static_cast<float*>(column.values) + i) ? Status::OK()
+        return strings::safe_strtof(field, static_cast<float*>(column.values) + i) ? Status()
                                                                                     : Invalid(field, f, i, "float");
       case DT_DOUBLE:
-        return strings::safe_strtod(field, static_cast<double*>(column.values) + i) ? Status::OK()
+        return strings::safe_strtod(field, static_cast<double*>(column.values) + i) ? Status()
                                                                                      : Invalid(field, f, i, "double");
       case DT_STRING:
         static_cast<tstring*>(column.values)[i].assign(field.data(), field.size());
-        return Status::OK();
+        return Status();
       default:
         return Unsupported(column.type, f);
     }
