@@ -790,6 +790,10 @@ def expose_v1_api(namespace, config):
         except ImportError as error:
             raise ImportError("DecodeCSV: retf's kernel needs the retf op library, which this build does not ship "
                               "([ops] build = false in its recipe): %s; set RETF_FAST_DECODE_CSV=0" % error) from error
-        ops.use_fast_decode_csv()
+        try:
+            ops.use_fast_decode_csv()
+        except (OSError, AttributeError) as error:  # the library not loaded, or one without the kernel
+            raise ImportError("DecodeCSV: cannot register retf's kernel from the retf op library: %s\nFix: reinstall "
+                              "this wheel; or set RETF_FAST_DECODE_CSV=0 to keep TensorFlow's kernel" % error) from error
     _deeprec_optimizers(v1.train, bool(config.get("v1_deeprec_optimizers")), config.get("label", "this build"))
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]
