@@ -215,6 +215,14 @@ def transposed_matmul(a, b, name=None):
     return load_library().retf_transposed_mat_mul(a, b, name=name)
 
 
+@tf.RegisterGradient("Retf>TransposedMatMul")
+def _transposed_matmul_gradient(op, grad):
+    """The gradients of a^T b, as MatMul's with transpose_a: a routed weight gradient has second-order
+    gradients too (a gradient penalty, a Hessian-vector product)."""
+    a, b = op.inputs
+    return tf.linalg.matmul(b, grad, transpose_b=True), tf.linalg.matmul(a, grad)
+
+
 # The weights (at most this many values) whose MatMul gradient routed_matmul_gradient takes from
 # transposed_matmul: up to 128 x 256 retf's product won or tied in every run of
 # bench/bench_transposed_matmul.py (1.0-3.3x); larger weights won or lost by batch and run (0.7-1.3x),

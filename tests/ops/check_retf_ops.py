@@ -911,6 +911,31 @@ class WeightGradientRoutingTest(unittest.TestCase):
         self.assertEqual(self.gradients((limit // 128, 128))[0], ["Retf>TransposedMatMul"])
         self.assertEqual(self.gradients((limit // 128 + 1, 128))[0], [])
 
+    def second_order(self, x_feed, w_value):
+        """The gradients, for w and x, of a penalty on the weight gradient of sum(sin(x @ w)) (as a gradient
+        penalty builds them), and the graph's retf op types."""
+        with tf.Graph().as_default() as graph:
+            x = tf.compat.v1.placeholder(tf.float32, [None, w_value.shape[0]])
+            w = tf.Variable(w_value)
+            grad_w = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(tf.linalg.matmul(x, w))), [w])[0]
+            second = tf.compat.v1.gradients(tf.reduce_sum(tf.square(grad_w)), [w, x])
+            types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                return types, session.run(second, {x: x_feed})
+
+    def test_second_order_gradients_through_a_routed_weight_gradient(self):
+        rng = np.random.RandomState(25)
+        x_feed = rng.uniform(-1, 1, (200, 12)).astype(np.float32)
+        w_value = rng.uniform(-1, 1, (12, 6)).astype(np.float32)
+        stock_types, stock = self.second_order(x_feed, w_value)
+        retf.ops.route_weight_gradients()
+        types, routed = self.second_order(x_feed, w_value)
+        self.assertEqual((stock_types, types), ([], ["Retf>TransposedMatMul"]))
+        for got, want in zip(routed, stock):
+            self.assertEqual(got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
 
 def decode_csv_sides(records, record_defaults, **attrs):
     """DecodeCSV on the same records in TensorFlow's kernel and in retf's (asked for by its kernel label):
