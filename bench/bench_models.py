@@ -97,7 +97,7 @@ def prepare_wheel(work):
     return work / "env" / "venv"
 
 
-SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv")
+SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks")
 
 
 def stale_env_problem(venv, recipe=V1_RECIPE):
@@ -266,7 +266,8 @@ def main():
                                                             "RETF_SPARSE_ADAM": "dense", "RETF_FUSED_SPARSE": "0",
                                                             "RETF_FUSED_EMBEDDING": "0",
                                                             "RETF_FUSED_MATMUL_GRAD": "0",
-                                                            "RETF_FAST_DECODE_CSV": "0"}),
+                                                            "RETF_FAST_DECODE_CSV": "0",
+                                                            "RETF_LARGE_BLOCK_ALLOCATOR": "0"}),
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
@@ -274,6 +275,8 @@ def main():
              "mmg": Side("wheel, retf weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "1"}),
              "nommg": Side("wheel, TF's weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "0"}),
              "csv": Side("wheel, retf's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "1"}),
+             "blocks": Side("wheel, large blocks kept", V1_RECIPE, venv, {"RETF_LARGE_BLOCK_ALLOCATOR": "1"}),
+             "noblocks": Side("wheel, TF's allocator", V1_RECIPE, venv, {"RETF_LARGE_BLOCK_ALLOCATOR": "0"}),
              "nocsv": Side("wheel, TF's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "0"})}
     sides = [known[key] for key in side_keys]
     baseline = sides[0]

@@ -16,7 +16,8 @@ tf.nn.embedding_lookup_sparse, and so the feature columns' embeddings, runs retf
 recipe's v1_fused_embedding otherwise) and RETF_FUSED_MATMUL_GRAD=0|1 whether a small weight's MatMul
 gradient comes from retf's transposed product (the recipe's v1_fused_matmul_grad otherwise) and
 RETF_FAST_DECODE_CSV=0|1 whether DecodeCSV runs retf's kernel (the recipe's v1_fast_decode_csv
-otherwise); in a wheel
+otherwise) and RETF_LARGE_BLOCK_ALLOCATOR=0|1 whether TensorFlow's CPU allocator keeps large blocks for
+reuse (the recipe's v1_large_block_allocator otherwise); in a wheel
 that ships the retf op library, RETF_OPS=0 leaves it unregistered (and sparse Adam, Adagrad and FTRL on
 TensorFlow's ops).
 """
@@ -523,6 +524,23 @@ def register_ops(namespace, config):
             % (config["label"], path, getattr(error, "message", error))) from error
     if os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"):
         sys.stderr.write("retf-bootstrap [ops] registered %s in %.2f ms\n" % (path, (time.perf_counter() - start) * 1e3))
+    if large_block_allocator_mode(config):
+        _use_large_block_allocator(path)
+
+
+def _use_large_block_allocator(path):
+    """TensorFlow's CPU allocator becomes retf's large-block one, if TensorFlow has not chosen it yet."""
+    import ctypes
+    try:
+        library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # the copy TensorFlow just loaded
+        installed = library.RetfInstallLargeBlockAllocator() == 1
+    except (OSError, AttributeError) as error:  # a library without it
+        raise ImportError("the CPU allocator: cannot install retf's large-block allocator from %s: %s\nFix: reinstall "
+                          "this wheel; or set RETF_LARGE_BLOCK_ALLOCATOR=0 to keep TensorFlow's allocator"
+                          % (path, error)) from error
+    if os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"):
+        sys.stderr.write("retf-bootstrap [ops] CPU allocator: %s\n" % (
+            "retf's large-block allocator" if installed else "TensorFlow's (it had already chosen one)"))
 
 
 def _explain_cluster_errors(errors_impl, label):
@@ -666,6 +684,12 @@ def fused_matmul_grad_mode(config):
 def fast_decode_csv_mode(config):
     """Whether DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel."""
     return _fused_switch(config, "RETF_FAST_DECODE_CSV", "v1_fast_decode_csv", "DecodeCSV runs retf's kernel")
+
+
+def large_block_allocator_mode(config):
+    """Whether TensorFlow's CPU allocator keeps freed blocks of 1 MiB or more for reuse (retf's)."""
+    return _fused_switch(config, "RETF_LARGE_BLOCK_ALLOCATOR", "v1_large_block_allocator",
+                         "TensorFlow's CPU allocator keeps large blocks for reuse")
 
 
 def _route_embedding_lookups(v1):

@@ -262,7 +262,8 @@ FUSED = ("import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as 
          "print(getattr(b, sys.argv[2] + '_mode')({'v1_' + sys.argv[2]: int(sys.argv[3])}))")
 # Each fused path's switch: the function the bootstrap asks, and its environment variable.
 SWITCHES = [("fused_sparse", "RETF_FUSED_SPARSE"), ("fused_embedding", "RETF_FUSED_EMBEDDING"),
-            ("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD"), ("fast_decode_csv", "RETF_FAST_DECODE_CSV")]
+            ("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD"), ("fast_decode_csv", "RETF_FAST_DECODE_CSV"),
+            ("large_block_allocator", "RETF_LARGE_BLOCK_ALLOCATOR")]
 
 
 @pytest.mark.parametrize("switch, variable", SWITCHES)

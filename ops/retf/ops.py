@@ -275,21 +275,36 @@ def route_weight_gradients():
 DECODE_CSV_LABEL = "retf"
 
 
-def use_fast_decode_csv():
-    """Make every DecodeCSV kernel this process creates from now on retf's (tf.io.decode_csv, the 1.x
-    tf.decode_csv, in tf.data functions too): TensorFlow's outputs and errors, several times faster on wide
-    records. Graphs keep TensorFlow's op. Idempotent; kernels already made stay TensorFlow's."""
+def _loaded_library():
+    """A ctypes handle on the op library TensorFlow loaded (RTLD_NOLOAD: never a second copy), loading it
+    into TensorFlow first where `import tensorflow` did not (retf beside a stock TensorFlow)."""
     import ctypes
     import os
 
     from retf import _library
 
-    def loaded():  # RTLD_NOLOAD: the handle of the library TensorFlow loaded, never a second copy
+    def loaded():
         return ctypes.CDLL(_library.LIBRARY, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
 
     try:
-        handle = loaded()  # what `import tensorflow` registered: no op wrappers to build at import
+        return loaded()  # what `import tensorflow` registered: no op wrappers to build at import
     except OSError:
-        load_library()  # a TensorFlow that did not register it (retf beside a stock TensorFlow)
-        handle = loaded()
-    return handle.RetfUseDecodeCSV() == 1
+        load_library()
+        return loaded()
+
+
+def use_fast_decode_csv():
+    """Make every DecodeCSV kernel this process creates from now on retf's (tf.io.decode_csv, the 1.x
+    tf.decode_csv, in tf.data functions too): TensorFlow's outputs and errors, several times faster on wide
+    records. Graphs keep TensorFlow's op. Idempotent; kernels already made stay TensorFlow's."""
+    return _loaded_library().RetfUseDecodeCSV() == 1
+
+
+def use_large_block_allocator():
+    """Make TensorFlow's CPU allocator, for this process, one that keeps freed blocks of 1 MiB or more
+    (by size class, up to a quarter of the machine's memory) for the next tensors of their size, and
+    serves smaller ones from malloc as TensorFlow's own does. A tensor past 32 MiB otherwise costs fresh
+    pages from the kernel at every allocation. TensorFlow chooses its CPU allocator once, at the first
+    CPU allocation of the process: returns False when that has happened already (TensorFlow's allocator
+    then stays), True when this allocator is, or will be, the one. Idempotent."""
+    return _loaded_library().RetfInstallLargeBlockAllocator() == 1

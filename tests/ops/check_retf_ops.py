@@ -937,6 +937,55 @@ class WeightGradientRoutingTest(unittest.TestCase):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+def allocator_outputs():
+    """In a fresh process: the names of the allocators TensorFlow's CPU tensors came from, over steps whose
+    tensors go from under 1 MiB to past 32 MiB and back (blocks kept, handed out again, larger ones reused
+    for smaller tensors), whether every step's values were right, and what use_large_block_allocator says
+    afterwards (TensorFlow has chosen its allocator by then)."""
+    tf.compat.v1.disable_eager_execution()  # the checks run the 2.x API
+    rows = tf.compat.v1.placeholder(tf.int32, [])
+    scale = tf.compat.v1.placeholder(tf.float32, [])
+    x = tf.fill(tf.stack([rows, 2500]), scale)  # 10 KB a row: 100 rows 1 MB, 3,300 rows 33 MB
+    y = tf.cumsum(x, axis=1) * 0.5
+    z = tf.reduce_sum(y, axis=1)
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    names, right = set(), True
+    with tf.compat.v1.Session() as session:
+        for step, count in enumerate([20, 150, 3300, 900, 3400, 120, 3300, 1000, 60, 4000, 3300]):
+            metadata = tf.compat.v1.RunMetadata()
+            got = session.run(z, {rows: count, scale: step + 1.0}, options=options, run_metadata=metadata)
+            want = np.full(count, (step + 1.0) * 0.5 * 2500 * 2501 / 2)
+            right = right and got.shape == (count,) and bool(np.allclose(got, want, rtol=1e-5))
+            names.update(m.allocator_name for d in metadata.step_stats.dev_stats for n in d.node_stats
+                         for m in n.memory)
+    return {"allocators": sorted(names), "right": right, "late": retf.ops.use_large_block_allocator()}
+
+
+class LargeBlockAllocatorTest(unittest.TestCase):
+    """retf's large-block CPU allocator, chosen per process while `import tensorflow` runs."""
+
+    def run_probe(self, switch):
+        with tempfile.TemporaryDirectory() as scratch:
+            path = os.path.join(scratch, "allocator.json")
+            env = dict(os.environ, RETF_LARGE_BLOCK_ALLOCATOR=switch)
+            subprocess.check_call([sys.executable, os.path.abspath(__file__), "--allocator-outputs", path], env=env)
+            with open(path) as stream:
+                return json.load(stream)
+
+    def test_tensorflow_allocates_from_it_and_reused_blocks_hold_the_right_values(self):
+        probe = self.run_probe("1")
+        self.assertEqual(probe["allocators"], ["retf_large_block_cpu"])
+        self.assertTrue(probe["right"])
+        self.assertTrue(probe["late"])  # already the one: idempotent
+
+    def test_switched_off_tensorflow_keeps_its_own_and_cannot_be_switched_late(self):
+        probe = self.run_probe("0")
+        self.assertNotIn("retf_large_block_cpu", probe["allocators"])
+        self.assertTrue(probe["allocators"])
+        self.assertTrue(probe["right"])
+        self.assertFalse(probe["late"])  # TensorFlow chose at its first allocation
+
+
 def decode_csv_sides(records, record_defaults, **attrs):
     """DecodeCSV on the same records in TensorFlow's kernel and in retf's (asked for by its kernel label):
     per side, ("ok", the outputs as lists) or ("error", the first line of its InvalidArgumentError)."""
@@ -1601,6 +1650,10 @@ def isa_outputs():
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--threaded-outputs":
         np.savez(sys.argv[3], **threaded_outputs(int(sys.argv[2])))
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--allocator-outputs":
+        with open(sys.argv[2], "w") as stream:
+            json.dump(allocator_outputs(), stream)
         return
     if len(sys.argv) == 4 and sys.argv[1] == "--isa-outputs":
         np.savez(sys.argv[3], **isa_outputs())

@@ -121,7 +121,8 @@ def contrib_files() -> dict[str, bytes]:
 def _bootstrap_notes(step: InjectBootstrap) -> list[str]:
     notes = [f"bootstrap injected into {step.init_name} ({BOOTSTRAP_MODULE})"]
     if step.ops_library:
-        notes.append(f"{step.ops_library} registered while `import tensorflow` runs (RETF_OPS=0 leaves it out)")
+        notes.append(f"{step.ops_library} registered while `import tensorflow` runs (RETF_OPS=0 leaves it out)"
+                     + ("; TensorFlow's CPU allocator keeps large blocks" if step.v1_large_block_allocator else ""))
     if step.api == "v1":
         notes.append("`import tensorflow` exposes the TF 1.x API with 1.x behaviour (RETF_API=2 keeps 2.x); "
                      f"tf.contrib explains its replacements; sparse Adam: {step.v1_sparse_adam}"
@@ -176,8 +177,9 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: Bootstrap
     try:
         patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config.to_json()), step.init_name)
         if step.ops_library:  # before the 1.x API block, which picks sparse Adam by whether they are registered
-            patched = append(patched, ops_block(BOOTSTRAP_MODULE, {"library": step.ops_library, "label": config.label}),
-                             step.init_name)
+            ops = {"library": step.ops_library, "label": config.label,
+                   "v1_large_block_allocator": int(step.v1_large_block_allocator)}
+            patched = append(patched, ops_block(BOOTSTRAP_MODULE, ops), step.init_name)
         if step.api == "v1":
             # 0/1, not true/false: the block is Python source, its config a JSON literal that must also be Python's
             api = {"v1_sparse_adam": step.v1_sparse_adam, "v1_fused_sparse": int(step.v1_fused_sparse),

@@ -131,6 +131,8 @@ class Recipe:
     v1_fused_matmul_grad: bool = False
     # DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel: TensorFlow's results, faster
     v1_fast_decode_csv: bool = False
+    # TensorFlow's CPU allocator keeps freed blocks of 1 MiB or more for reuse (retf's large-block allocator)
+    v1_large_block_allocator: bool = False
     # tf.train.AdamAsyncOptimizer and AdagradDecayOptimizer (DeepRec's optimizers) exist in the 1.x API
     v1_deeprec_optimizers: bool = False
     runtime_env: dict[str, str] | None = None  # environment defaults the bootstrap sets before TF loads
@@ -303,7 +305,7 @@ def _tag_list(value: Any) -> tuple[str, ...]:
 def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
     c = _Checker(path)
-    c.unknown(data, ("description", "api", "v1_sparse_adam", "v1_fused_sparse", "v1_fused_embedding", "v1_fused_matmul_grad", "v1_fast_decode_csv", "v1_deeprec_optimizers", "target", "input", "output", "libstdcxx", "deps", "bootstrap",
+    c.unknown(data, ("description", "api", "v1_sparse_adam", "v1_fused_sparse", "v1_fused_embedding", "v1_fused_matmul_grad", "v1_fast_decode_csv", "v1_large_block_allocator", "v1_deeprec_optimizers", "target", "input", "output", "libstdcxx", "deps", "bootstrap",
                      "environment", "ops", "runtime_env"), "top level:")
     t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
     python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
@@ -346,10 +348,11 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     fused_embedding = bool(c.get(data, "top level", "v1_fused_embedding", _boolean, False))
     fused_matmul_grad = bool(c.get(data, "top level", "v1_fused_matmul_grad", _boolean, False))
     fast_decode_csv = bool(c.get(data, "top level", "v1_fast_decode_csv", _boolean, False))
+    large_blocks = bool(c.get(data, "top level", "v1_large_block_allocator", _boolean, False))
     deeprec = bool(c.get(data, "top level", "v1_deeprec_optimizers", _boolean, False))
     for key, on in (("v1_fused_sparse", fused_sparse), ("v1_fused_embedding", fused_embedding),
                     ("v1_fused_matmul_grad", fused_matmul_grad), ("v1_fast_decode_csv", fast_decode_csv),
-                    ("v1_deeprec_optimizers", deeprec)):
+                    ("v1_large_block_allocator", large_blocks), ("v1_deeprec_optimizers", deeprec)):
         if on and (api != "v1" or not ops.build):
             c.problem(f"top level: {key} = true", 'needs api = "v1" and [ops] build = true (retf kernels)')
     runtime_env = data.get("runtime_env", {})
@@ -379,6 +382,7 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         v1_fused_embedding=fused_embedding,
         v1_fused_matmul_grad=fused_matmul_grad,
         v1_fast_decode_csv=fast_decode_csv,
+        v1_large_block_allocator=large_blocks,
         v1_deeprec_optimizers=deeprec,
         runtime_env=dict(runtime_env),
     )
