@@ -533,14 +533,15 @@ def _use_large_block_allocator(path):
     import ctypes
     try:
         library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # the copy TensorFlow just loaded
-        installed = library.RetfInstallLargeBlockAllocator() == 1
+        outcome = library.RetfInstallLargeBlockAllocator()
     except (OSError, AttributeError) as error:  # a library without it
         raise ImportError("the CPU allocator: cannot install retf's large-block allocator from %s: %s\nFix: reinstall "
                           "this wheel; or set RETF_LARGE_BLOCK_ALLOCATOR=0 to keep TensorFlow's allocator"
                           % (path, error)) from error
     if os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"):
-        sys.stderr.write("retf-bootstrap [ops] CPU allocator: %s\n" % (
-            "retf's large-block allocator" if installed else "TensorFlow's (it had already chosen one)"))
+        sys.stderr.write("retf-bootstrap [ops] CPU allocator: %s\n" % {
+            1: "retf's large-block allocator", 0: "TensorFlow's (it had already chosen one)",
+            -1: "this TensorFlow build's own"}.get(outcome, outcome))
 
 
 def _explain_cluster_errors(errors_impl, label):

@@ -306,5 +306,6 @@ def use_large_block_allocator():
     serves smaller ones from malloc as TensorFlow's own does. A tensor past 32 MiB otherwise costs fresh
     pages from the kernel at every allocation. TensorFlow chooses its CPU allocator once, at the first
     CPU allocation of the process: returns False when that has happened already (TensorFlow's allocator
-    then stays), True when this allocator is, or will be, the one. Idempotent."""
+    then stays), or when the TensorFlow build registers an allocator of its own above its default
+    (intel-tensorflow's), which stays; True when this allocator is, or will be, the one. Idempotent."""
     return _loaded_library().RetfInstallLargeBlockAllocator() == 1

@@ -202,13 +202,15 @@ class LargeBlockAllocatorFactory : public tensorflow::AllocatorFactory {
   tensorflow::SubAllocator* CreateSubAllocator(int numa_node) override { return new MallocSubAllocator; }
 };
 
-// Above TensorFlow's own CPU allocator (priority 100).
+// Above TensorFlow's own CPU allocator.
+constexpr int kTensorFlowPriority = 100;
 constexpr int kPriority = 150;
 
 }  // namespace
 }  // namespace retf
 
-// 1: registered (or already); 0: TensorFlow had already chosen its CPU allocator, which stays.
+// 1: registered (or already); 0: TensorFlow had already chosen its CPU allocator, which stays; -1: the
+// build registers an allocator of its own above TensorFlow's default, which stays.
 extern "C" int RetfInstallLargeBlockAllocator() {
   static std::mutex once;
   std::lock_guard<std::mutex> guard(once);
@@ -216,6 +218,9 @@ extern "C" int RetfInstallLargeBlockAllocator() {
   if (installed) return 1;
   tensorflow::AllocatorFactoryRegistry* registry = tensorflow::AllocatorFactoryRegistry::singleton();
   tensorflow::mutex_lock lock(registry->mu_);
+  for (const auto& entry : registry->factories_) {
+    if (entry.priority > retf::kTensorFlowPriority) return -1;  // a build's own allocator (intel-tensorflow's MKL one)
+  }
   if (registry->first_alloc_made_) return 0;
   tensorflow::AllocatorFactoryRegistry::FactoryEntry entry;
   entry.source_file = __FILE__;
