@@ -237,7 +237,8 @@ def main():
                         help="comma-separated, the first the baseline of the ratios: tf115 (TF 1.15.5), stock (the "
                              "wheel, TensorFlow's own behaviour), wheel (its recipe's defaults), nobfc / bfc (those with "
                              "TensorFlow's allocator / the BFC allocator), emb (those with retf's fused lookups), mmg / nommg "
-                             "(those with retf's / TensorFlow's weight gradients); "
+                             "(those with retf's / TensorFlow's weight gradients), csv / nocsv (retf's / TensorFlow's DecodeCSV), "
+                             "blocks / noblocks (retf's large-block allocator / TensorFlow's); "
                              "default: tf115,stock,wheel")
     parser.add_argument("--batch-size", type=int, help="every model's batch (default: each model's own)")
     parser.add_argument("--rows", type=int, default=100000, help="rows of each synthetic data set")
