@@ -5,7 +5,8 @@
    returns them on free: a page fault and a zeroed page for each 4 KiB, every step, for each such
    tensor (DIN's attention at a batch of 2048: [102400, 144] floats). This allocator passes blocks
    under 1 MiB to the same aligned malloc and keeps freed blocks of 1 MiB or more, by size class,
-   for the next allocation of that class, up to a quarter of the machine's memory. TensorFlow's BFC
+   for the next allocation of that class or a little smaller, up to a quarter of the memory the
+   process may use (the machine's, or its cgroup's limit where lower). TensorFlow's BFC
    allocator keeps memory too, but serves every small allocation through its bins under one lock.
 
    RetfInstallLargeBlockAllocator() registers it in TensorFlow's allocator registry, above
@@ -14,13 +15,14 @@
 
 #include <unistd.h>
 
-#include <cstdint>
-#include <cstdlib>
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
-#include <unordered_map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tensorflow/core/framework/allocator.h"
@@ -49,10 +51,26 @@ size_t SizeClass(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+// The memory limit of the process's cgroup (v2, then v1), 0 when none is set or readable: a container's
+// limit is often far below the machine's memory.
+size_t CgroupLimit() {
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    FILE* file = std::fopen(path, "r");
+    if (file == nullptr) continue;
+    unsigned long long bytes = 0;
+    const bool number = std::fscanf(file, "%llu", &bytes) == 1;  // "max" (no limit) is not a number
+    std::fclose(file);
+    if (number && bytes > 0) return static_cast<size_t>(bytes);
+  }
+  return 0;
+}
+
 size_t KeptLimit() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return size_t{1} << 30;
-  return static_cast<size_t>(pages) * static_cast<size_t>(page) / 4;
+  size_t memory = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{4} << 30;
+  const size_t cgroup = CgroupLimit();
+  if (cgroup != 0 && cgroup < memory) memory = cgroup;
+  return memory / 4;
 }
 
 // The addresses of the large blocks this allocator holds (handed out or kept): open addressing over
@@ -148,7 +166,7 @@ class LargeBlockAllocator : public tensorflow::Allocator {
     if (ptr == nullptr) return;
     if (blocks_.Contains(ptr)) {
       std::lock_guard<std::mutex> lock(mu_);
-      const size_t size_class = sizes_[ptr];
+      const size_t size_class = sizes_.at(ptr);  // inserted with the address, under this lock
       if (kept_bytes_ + size_class <= limit_) {
         kept_[size_class].push_back(ptr);
         kept_bytes_ += size_class;
