@@ -156,6 +156,9 @@ class LargeBlockAllocator : public tensorflow::Allocator {
       }
     }
     void* block = tensorflow::port::AlignedMalloc(size_class, static_cast<int>(kAlignment));
+    if (block == nullptr && ReleaseKept()) {  // out of memory while holding kept blocks: give them back first
+      block = tensorflow::port::AlignedMalloc(size_class, static_cast<int>(kAlignment));
+    }
     if (block == nullptr) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     if (blocks_.Insert(block)) sizes_[block] = size_class;
@@ -180,6 +183,25 @@ class LargeBlockAllocator : public tensorflow::Allocator {
 
  private:
   static constexpr size_t kAlignment = tensorflow::Allocator::kAllocatorAlignment;
+
+  // Frees every kept block; whether there was any.
+  bool ReleaseKept() {
+    std::vector<void*> freed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& entry : kept_) {
+        for (void* block : entry.second) {
+          blocks_.Erase(block);
+          sizes_.erase(block);
+          freed.push_back(block);
+        }
+      }
+      kept_.clear();
+      kept_bytes_ = 0;
+    }
+    for (void* block : freed) tensorflow::port::AlignedFree(block);
+    return !freed.empty();
+  }
 
   std::mutex mu_;
   BlockSet blocks_;                              // inserts and erases under mu_
