@@ -15,6 +15,8 @@ kernels (the recipe's v1_fused_sparse otherwise) and RETF_FUSED_EMBEDDING=0|1 wh
 tf.nn.embedding_lookup_sparse, and so the feature columns' embeddings, runs retf's fused lookup (the
 recipe's v1_fused_embedding otherwise) and RETF_FUSED_MATMUL_GRAD=0|1 whether a small weight's MatMul
 gradient comes from retf's transposed product (the recipe's v1_fused_matmul_grad otherwise) and
+RETF_FUSED_CONCAT_GRAD=0|1 whether the gradient of a concat of x, y, x - y and x * y (DIN's activation
+unit) comes from one retf kernel (the recipe's v1_fused_concat_grad otherwise) and
 RETF_FAST_DECODE_CSV=0|1 whether DecodeCSV runs retf's kernel (the recipe's v1_fast_decode_csv
 otherwise) and RETF_LARGE_BLOCK_ALLOCATOR=0|1 whether TensorFlow's CPU allocator keeps large blocks for
 reuse (the recipe's v1_large_block_allocator otherwise); in a wheel
@@ -682,6 +684,12 @@ def fused_matmul_grad_mode(config):
                          "a small weight's MatMul gradient comes from retf's transposed product")
 
 
+def fused_concat_grad_mode(config):
+    """Whether the gradient of a concat of x, y, x - y and x * y (DIN's activation unit) comes from retf's kernel."""
+    return _fused_switch(config, "RETF_FUSED_CONCAT_GRAD", "v1_fused_concat_grad",
+                         "the gradient of DIN's activation-unit concat comes from retf's kernel")
+
+
 def fast_decode_csv_mode(config):
     """Whether DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel."""
     return _fused_switch(config, "RETF_FAST_DECODE_CSV", "v1_fast_decode_csv", "DecodeCSV runs retf's kernel")
@@ -809,6 +817,14 @@ def expose_v1_api(namespace, config):
                               "does not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_MATMUL_GRAD=0"
                               % error) from error
         ops.route_weight_gradients()
+    if fused_concat_grad_mode(config):
+        try:
+            from retf import ops
+        except ImportError as error:
+            raise ImportError("concat gradients: retf's kernel needs the retf op library, which this build does not "
+                              "ship ([ops] build = false in its recipe): %s; set RETF_FUSED_CONCAT_GRAD=0"
+                              % error) from error
+        ops.route_pair_concat_gradients()
     if fast_decode_csv_mode(config):
         try:
             from retf import ops

@@ -263,7 +263,7 @@ FUSED = ("import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as 
 # Each fused path's switch: the function the bootstrap asks, and its environment variable.
 SWITCHES = [("fused_sparse", "RETF_FUSED_SPARSE"), ("fused_embedding", "RETF_FUSED_EMBEDDING"),
             ("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD"), ("fast_decode_csv", "RETF_FAST_DECODE_CSV"),
-            ("large_block_allocator", "RETF_LARGE_BLOCK_ALLOCATOR")]
+            ("large_block_allocator", "RETF_LARGE_BLOCK_ALLOCATOR"), ("fused_concat_grad", "RETF_FUSED_CONCAT_GRAD")]
 
 
 @pytest.mark.parametrize("switch, variable", SWITCHES)

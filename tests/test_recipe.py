@@ -89,7 +89,7 @@ def test_v1_sparse_adam_kernels_need_the_1x_api_and_the_op_library(tmp_path, mod
 
 
 @pytest.mark.parametrize("key", ["v1_fused_sparse", "v1_fused_embedding", "v1_fused_matmul_grad", "v1_fast_decode_csv",
-                                 "v1_large_block_allocator", "v1_deeprec_optimizers"])
+                                 "v1_large_block_allocator", "v1_fused_concat_grad", "v1_deeprec_optimizers"])
 def test_fused_sparse_and_deeprec_switches_need_the_1x_api_and_the_op_library(tmp_path, key):
     text = f'api = "v1"\n{key} = true\n' + GOOD
     with pytest.raises(RecipeError, match=f'{key} = true needs api = "v1" and \\[ops\\] build = true'):

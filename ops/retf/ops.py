@@ -46,6 +46,29 @@ def sparse_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, eps
                   indices, use_locking, name)
 
 
+def adam_decay_untouched(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, indices, use_locking=False,
+                         name=None):
+    """The rows of var, m and v that indices does not name, as sparse_apply_adam_dense updates them: m = beta1*m;
+    v = beta2*v; var -= lr * sqrt(1-beta2_power)/(1-beta1_power) * m/(sqrt(v)+epsilon).
+
+    sparse_apply_adam_async on the same indices and gradient afterwards completes sparse_apply_adam_dense's
+    update, bit for bit; this half needs no gradient, so it can run while the gradient is computed.
+    Returns the op (resource variables) or var's new value (reference variables).
+    """
+    library = load_library()
+    dtype = getattr(var, "dtype", tf.resource).base_dtype
+    if dtype != tf.resource:  # no gradient to set the scalars' dtype: the variable's
+        beta1_power, beta2_power, lr, beta1, beta2, epsilon = (
+            tf.cast(tf.convert_to_tensor(value, dtype_hint=dtype), dtype)  # a Python float exactly in dtype
+            for value in (beta1_power, beta2_power, lr, beta1, beta2, epsilon))
+    if _is_resource(var):
+        return library.retf_adam_decay_untouched(
+            _handle(var), _handle(m), _handle(v), beta1_power, beta2_power, lr, beta1, beta2, epsilon, indices,
+            use_locking=use_locking, name=name)
+    return library.retf_adam_decay_untouched_ref(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
+                                                 indices, use_locking=use_locking, name=name)
+
+
 def sparse_apply_adam_async(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices,
                             use_locking=False, name=None):
     """DeepRec's AdamAsync sparse rule: lazy Adam with lr * sqrt(1-beta2_power)/(1-beta1_power) rounded left to right.
@@ -198,6 +221,8 @@ def _embedding_lookup_sparse_gradient(op, grad):
 tf.RegisterGradient(EMBEDDING_LOOKUP_SPARSE)(_embedding_lookup_sparse_gradient)
 tf.RegisterGradient(RESOURCE_EMBEDDING_LOOKUP_SPARSE)(_embedding_lookup_sparse_gradient)
 tf.no_gradient("Retf>EmbeddingLookupSparseGrad")
+tf.no_gradient("Retf>AdamDecayUntouched")
+tf.no_gradient("Retf>AdamDecayUntouchedRef")
 for _op_type in ("SparseApplyAdam", "SparseApplyAdamDense", "SparseApplyAdamAsync", "SparseApplyAdagrad",
                  "SparseApplyAdagradV2", "SparseApplyAdagradDecay", "SparseApplyFtrl", "SparseApplyFtrlV2"):
     tf.no_gradient("Retf>" + _op_type)
@@ -267,6 +292,142 @@ def route_weight_gradients():
     if hasattr(entry["type"], "original"):
         return False
     entry["type"] = routed_matmul_gradient(entry["type"])
+    return True
+
+
+PAIR_CONCAT_GRAD = "Retf>PairConcatGrad"
+
+
+def pair_concat_grad(grad, x, y, pieces, name=None):
+    """The gradient of tf.concat(parts, axis=-1), where x and y share one shape and each part is one of
+    x, y, x - y, y - x, x * y, named by pieces ("x", "y", "x-y", "y-x", "x*y"; x and y once each).
+
+    Returns (grad_x, grad_y, piece_grads): grad_x and grad_y are x's and y's whole gradients through the
+    concat and its differences and products, summed in the order TensorFlow's gradients sum them;
+    piece_grads are the concat gradient's slices, one per part (computed only where used).
+    """
+    return load_library().retf_pair_concat_grad(grad, x, y, pieces=list(pieces), N=len(pieces), name=name)
+
+
+@tf.RegisterGradient(PAIR_CONCAT_GRAD)
+def _pair_concat_grad_gradient(op, grad_grad_x, grad_grad_y, *grad_piece_grads):
+    """The gradients of pair_concat_grad (second-order gradients through DIN's activation unit): linear in
+    grad, and x's and y's through the products' parts."""
+    grad, x, y = op.inputs
+    pieces = [piece.decode("ascii") for piece in op.get_attr("pieces")]
+    zeros = tf.zeros_like(x)
+    ggx = zeros if grad_grad_x is None else grad_grad_x
+    ggy = zeros if grad_grad_y is None else grad_grad_y
+    slices = tf.split(grad, len(pieces), axis=-1) if any(piece == "x*y" for piece in pieces) else None
+    parts, grad_x, grad_y = [], zeros, zeros
+    for i, piece in enumerate(pieces):
+        part = {"x": ggx, "y": ggy, "x-y": ggx - ggy, "y-x": ggy - ggx}.get(piece)
+        if piece == "x*y":
+            part = ggx * y + ggy * x
+            grad_x += ggy * slices[i]
+            grad_y += ggx * slices[i]
+        if grad_piece_grads[i] is not None:
+            part += grad_piece_grads[i]
+        parts.append(part)
+    return tf.concat(parts, axis=-1), grad_x, grad_y
+
+
+_PIECE_OPS = {"Sub": "-", "Mul": "*"}
+_MAX_IDENTITIES = 8
+
+
+def _pair_pieces(op, grad):
+    """The pieces of op, a ConcatV2 along its last axis of x, y and differences or products of x and y
+    (DIN's activation unit: [q, k, q - k, q * k]), and x and y; None for any other concat."""
+    if op.type != "ConcatV2" or getattr(op, "skip_input_indices", None) or not isinstance(grad, tf.Tensor):
+        return None
+    if "GPU" in getattr(op, "device", "").upper() or op.get_attr("T") not in (tf.float32, tf.float64):
+        return None
+    values = list(op.inputs[:-1])
+    try:
+        producers = [value.op for value in values]  # a tape's recorded op (eager) holds values only
+        axis = tf.get_static_value(op.inputs[-1])
+    except AttributeError:
+        return None
+    rank = op.outputs[0].shape.rank
+    if len(values) < 3 or axis is None or rank is None or int(axis) not in (-1, rank - 1):
+        return None
+    if len({tf.compat.dimension_value(value.shape[-1]) for value in values} - {None}) != 1 or any(
+            tf.compat.dimension_value(value.shape[-1]) is None for value in values):
+        return None
+    names = [value.name for value in values]
+
+    def derived(value, producer):
+        return (producer.type in _PIECE_OPS and names.count(value.name) == 1 and len(value.consumers()) == 1
+                and all(operand.name in names for operand in producer.inputs))
+
+    kinds = [derived(value, producer) for value, producer in zip(values, producers)]
+    direct = [value for value, kind in zip(values, kinds) if not kind]
+    if len(direct) != 2 or direct[0].name == direct[1].name:
+        return None
+    x, y = direct
+    pieces = []
+    for value, producer, kind in zip(values, producers, kinds):
+        if not kind:
+            pieces.append("x" if value is x else "y")
+            continue
+        operands = [operand.name for operand in producer.inputs]
+        if sorted(operands) != sorted([x.name, y.name]):
+            return None
+        if producer.type == "Mul":
+            pieces.append("x*y")
+        else:
+            pieces.append("x-y" if operands[0] == x.name else "y-x")
+    return x, y, pieces
+
+
+def routed_concat_gradient(original):
+    """The gradient function for ConcatV2: original's, except that a concat of x, y and their differences
+    and products gives x and y their whole gradients from pair_concat_grad, in one pass."""
+
+    def gradient(op, grad):
+        matched = _pair_pieces(op, grad)
+        if matched is None:
+            return original(op, grad)
+        x, y, pieces = matched
+        grad_x, grad_y, piece_grads = pair_concat_grad(grad, x, y, pieces)
+        # The differences' and products' own gradients (routed_piece_gradient) then add nothing more.
+        return [grad_x if piece == "x" else grad_y if piece == "y" else piece_grads[i]
+                for i, piece in enumerate(pieces)] + [None]
+
+    gradient.original = original
+    return gradient
+
+
+def routed_piece_gradient(original):
+    """The gradient function for Sub and Mul: none where the gradient is a slice of pair_concat_grad, whose
+    grad_x and grad_y already hold this difference's or product's part; original's otherwise."""
+
+    def gradient(op, grad):
+        source = getattr(grad, "op", None)  # a tape's (eager) gradients have none
+        for _ in range(_MAX_IDENTITIES):  # gate_gradients passes each gradient through an Identity
+            if getattr(source, "type", None) != "Identity":
+                break
+            source = source.inputs[0].op
+        if getattr(source, "type", None) == PAIR_CONCAT_GRAD:
+            return None, None
+        return original(op, grad)
+
+    gradient.original = original
+    return gradient
+
+
+def route_pair_concat_gradients():
+    """Make every ConcatV2 gradient built from now on in this process take a concat of x, y and their
+    differences and products (x - y, x * y: DIN's activation unit) from pair_concat_grad. Idempotent;
+    returns whether it changed the registry."""
+    from tensorflow.python.framework import ops as framework_ops  # the gradient registry has no public name
+    registry = framework_ops._gradient_registry._registry
+    if hasattr(registry["ConcatV2"]["type"], "original"):
+        return False
+    for op_type in _PIECE_OPS:
+        registry[op_type]["type"] = routed_piece_gradient(registry[op_type]["type"])
+    registry["ConcatV2"]["type"] = routed_concat_gradient(registry["ConcatV2"]["type"])
     return True
 
 

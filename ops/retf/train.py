@@ -1,5 +1,7 @@
 """tf.compat.v1 optimizers with fused sparse updates."""
 
+import os
+
 import tensorflow as tf
 
 from retf import ops
@@ -68,9 +70,86 @@ class AdamOptimizer(_FusedSparseAdam):
     fused pass over var, m and v. Dense gradients, slots, accumulators and names are
     AdamOptimizer's own, so checkpoints interchange; variables of other dtypes than float32 and
     float64 (float16) take AdamOptimizer's own sparse path.
+
+    In a graph, the pass is split in two: the rows the gradient does not name only decay, so their
+    half (retf.ops.adam_decay_untouched) runs as soon as the gradient's indices are known and every op
+    of the step that reads the variable has run, beside the rest of the step on one thread; the named
+    rows follow with the gradient (retf.ops.sparse_apply_adam_async). Same values, bit for bit. Where
+    the split cannot be ordered so (eager execution, a loop or cond around the update or a read), and
+    with RETF_SPLIT_DENSE_ADAM=0, the one-pass kernel runs.
     """
 
     _kernel = staticmethod(ops.sparse_apply_adam_dense)
+
+    def _fused_sparse_apply(self, grad, var, indices):
+        readers = _readers_before_update(var, grad, indices) if split_dense_adam() else None
+        if readers is None:
+            return super(AdamOptimizer, self)._fused_sparse_apply(grad, var, indices)
+        # The rows the gradient does not name only decay: that half of the pass starts once the indices
+        # are known and every op of this step that reads var has run, beside the rest of the step; the
+        # named rows follow with the gradient. Same values as the one-pass kernel, bit for bit.
+        dtype = var.dtype.base_dtype
+        beta1_power, beta2_power = self._get_beta_accumulators()
+        m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+        coefficients = [tf.cast(value, dtype) for value in (beta1_power, beta2_power, self._lr_t, self._beta1_t,
+                                                             self._beta2_t, self._epsilon_t)]
+        with tf.control_dependencies(readers):
+            decayed = ops.adam_decay_untouched(var, m, v, *coefficients, indices, use_locking=self._use_locking)
+        with tf.control_dependencies([decayed]):
+            return ops.sparse_apply_adam_async(var, m, v, *coefficients, grad, indices, use_locking=self._use_locking)
+
+
+def split_dense_adam():
+    """Whether AdamOptimizer splits a sparse update into the untouched rows' decay, run early, and the named
+    rows' update (the default); RETF_SPLIT_DENSE_ADAM=0, read when the update is built, keeps one pass."""
+    chosen = os.environ.get("RETF_SPLIT_DENSE_ADAM", "1")
+    if chosen not in ("0", "1"):
+        raise ValueError("RETF_SPLIT_DENSE_ADAM=%s is not 0 or 1 (whether AdamOptimizer decays the rows a sparse "
+                         "gradient does not name early); unset it for the default, 1" % chosen)
+    return chosen == "1"
+
+
+# Ops whose output may be their input's buffer: what reads their output reads the variable.
+_FORWARDING_OPS = frozenset([
+    "Identity", "IdentityN", "RefIdentity", "Snapshot", "Reshape", "ExpandDims", "Squeeze", "StopGradient",
+    "PreventGradient", "EnsureShape", "CheckNumerics", "Bitcast", "DebugIdentity", "Enter", "RefEnter", "Exit",
+    "RefExit", "Switch", "RefSwitch", "Merge", "RefMerge", "NextIteration", "RefNextIteration"])
+
+
+def _readers_before_update(var, grad, indices):
+    """The ops that read var (its buffer, through ops that forward it) and that grad or indices depend on:
+    what this step must have run before any row of var changes. None where the update cannot be split:
+    eager execution, control flow around the update or around a reader, or a variable not in this graph."""
+    if tf.executing_eagerly() or not all(hasattr(t, "op") for t in (grad, indices)):
+        return None
+    graph = grad.graph
+    if getattr(graph, "_get_control_flow_context", lambda: None)() is not None:
+        return None
+    source = getattr(var, "op", None)
+    if source is None or source.graph is not graph:
+        return None
+    readers, seen, frontier = [], set(), list(source.outputs)
+    while frontier:
+        tensor = frontier.pop()
+        for consumer in tensor.consumers():
+            if consumer.name in seen:
+                continue
+            seen.add(consumer.name)
+            readers.append(consumer)
+            if consumer.type in _FORWARDING_OPS:
+                frontier.extend(consumer.outputs)
+    ancestors, stack = set(), [grad.op, indices.op]
+    while stack:
+        op = stack.pop()
+        if op.name in ancestors:
+            continue
+        ancestors.add(op.name)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    before = [op for op in readers if op.name in ancestors]
+    if any(op._control_flow_context is not None for op in before):  # no public name for an op's loop or cond
+        return None
+    return before
 
 
 class LazyAdamOptimizer(_FusedSparseAdam):

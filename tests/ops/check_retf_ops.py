@@ -937,6 +937,262 @@ class WeightGradientRoutingTest(unittest.TestCase):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+def pair_concat_grad_reference(grad, x, y, pieces):
+    """The gradients of concat(pieces, axis=-1) for x and y in NumPy, in x's dtype: the direct piece's slice
+    first, then each difference's or product's part in piece order (as Retf>PairConcatGrad sums them)."""
+    slices = np.split(grad, len(pieces), axis=-1)
+    sums = {}
+    for operand, other in (("x", y), ("y", x)):
+        total = slices[pieces.index(operand)].copy()
+        for piece, part in zip(pieces, slices):
+            if piece == "x*y":
+                total = total + part * other
+            elif piece in ("x-y", "y-x"):
+                total = total + (part if piece.startswith(operand) else -part)
+        sums[operand] = total
+    return sums["x"], sums["y"], slices
+
+
+class PairConcatGradTest(unittest.TestCase):
+    """Retf>PairConcatGrad against NumPy, and retf.ops.route_pair_concat_gradients in graph mode."""
+
+    PIECE_ORDERS = (["x", "y", "x-y", "x*y"], ["y", "x*y", "x", "y-x"], ["x-y", "x", "x*y", "y", "y-x"],
+                    ["x", "y", "x*y"])
+
+    def setUp(self):
+        from tensorflow.python.framework import ops as framework_ops
+        self.registry = framework_ops._gradient_registry._registry
+        self.saved = {name: self.registry[name]["type"] for name in ("ConcatV2", "Sub", "Mul")}
+        self.unroute()
+
+    def unroute(self):
+        """TensorFlow's own gradients (a wheel's bootstrap may have routed them at import)."""
+        for name, function in self.saved.items():
+            self.registry[name]["type"] = getattr(function, "original", function)
+
+    def tearDown(self):
+        for name, function in self.saved.items():
+            self.registry[name]["type"] = function
+
+    def test_matches_numpy_over_dtypes_piece_orders_and_shapes(self):
+        rng = np.random.RandomState(31)
+        for dtype in FLOATS:
+            for pieces in self.PIECE_ORDERS:
+                for shape in ((7, 5, 36), (3, 1), (2, 0, 4), (0, 3), (9, 18)):
+                    with self.subTest(dtype=dtype.__name__, pieces=pieces, shape=shape):
+                        x, y = (rng.uniform(-1, 1, shape).astype(dtype) for _ in range(2))
+                        grad = rng.uniform(-1, 1, shape[:-1] + (shape[-1] * len(pieces),)).astype(dtype)
+                        got_x, got_y, got_slices = retf.ops.pair_concat_grad(grad, x, y, pieces)
+                        want_x, want_y, want_slices = pair_concat_grad_reference(grad, x, y, pieces)
+                        np.testing.assert_array_equal(got_x.numpy(), want_x)
+                        np.testing.assert_array_equal(got_y.numpy(), want_y)
+                        for got, want in zip(got_slices, want_slices):
+                            np.testing.assert_array_equal(got.numpy(), want)
+
+    def test_bad_pieces_and_shapes_are_invalid_argument(self):
+        x = tf.ones([2, 3])
+        for pieces, message in ((["x", "x", "x-y"], "name x twice"), (["x", "x-y", "x*y"], "must name x and y"),
+                                (["x", "y", "x+y"], "one of x, y, x-y, y-x, x\\*y")):
+            with self.subTest(pieces=pieces):
+                with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                    retf.ops.pair_concat_grad(tf.ones([2, 9]), x, x, pieces)
+        with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), "12|9"):
+            retf.ops.pair_concat_grad(tf.ones([2, 9]), x, x, ["x", "y", "x-y", "x*y"])
+        with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), "shape|Dimension"):
+            retf.ops.pair_concat_grad(tf.ones([2, 12]), x, tf.ones([2, 4]), ["x", "y", "x-y", "x*y"])
+
+    def activation_unit(self, query_feed, keys_feed, gate, extra=None):
+        """DIN's activation unit over [q, k, q - k, q * k] in a fresh graph: (retf op types, whether a Sub or
+        Mul gradient was built, the gradients of a loss for the query, the keys and, with extra, more)."""
+        with tf.Graph().as_default() as graph:
+            query = tf.compat.v1.placeholder(tf.float32, [None, 6])
+            keys = tf.compat.v1.placeholder(tf.float32, [None, None, 6])
+            queries = tf.tile(tf.expand_dims(query, 1), [1, tf.shape(keys)[1], 1])
+            difference, product = queries - keys, queries * keys
+            net = tf.concat([queries, keys, difference, product], axis=-1)
+            hidden = tf.compat.v1.layers.dense(net, 5, tf.nn.sigmoid,
+                                               kernel_initializer=tf.compat.v1.glorot_uniform_initializer(seed=3))
+            loss = tf.reduce_sum(tf.sin(tf.compat.v1.layers.dense(
+                hidden, 1, kernel_initializer=tf.compat.v1.glorot_uniform_initializer(seed=4))))
+            targets = [query, keys] + (extra(locals()) if extra else [])
+            grads = tf.compat.v1.gradients(loss, targets, gate_gradients=gate)
+            types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+            piece_grads = any(op.name.startswith(("gradients/sub_grad", "gradients/mul_grad"))
+                              for op in graph.get_operations())
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                return types, piece_grads, session.run(grads, {query: query_feed, keys: keys_feed})
+
+    def feeds(self):
+        rng = np.random.RandomState(32)
+        return rng.uniform(-1, 1, (8, 6)).astype(np.float32), rng.uniform(-1, 1, (8, 11, 6)).astype(np.float32)
+
+    def test_routed_gradient_is_tensorflows_in_one_kernel(self):
+        for gate in (False, True):  # an optimizer's minimize gates each op's gradients through Identity ops
+            with self.subTest(gate=gate):
+                self.unroute()
+                stock_types, stock_pieces, stock = self.activation_unit(*self.feeds(), gate=gate)
+                self.assertTrue(retf.ops.route_pair_concat_gradients())
+                self.assertFalse(retf.ops.route_pair_concat_gradients())  # idempotent
+                types, pieces, routed = self.activation_unit(*self.feeds(), gate=gate)
+                self.assertEqual(("Retf>PairConcatGrad" in stock_types, "Retf>PairConcatGrad" in types), (False, True))
+                self.assertEqual((stock_pieces, pieces), (True, False))  # Sub's and Mul's gradients not built
+                for got, want in zip(routed, stock):
+                    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+    def test_a_pieces_own_gradient_and_a_tapes(self):
+        retf.ops.route_pair_concat_gradients()
+        _, _, routed = self.activation_unit(*self.feeds(), gate=False,
+                                            extra=lambda graph: [graph["difference"], graph["product"]])
+        self.unroute()
+        _, _, stock = self.activation_unit(*self.feeds(), gate=False,
+                                           extra=lambda graph: [graph["difference"], graph["product"]])
+        for got, want in zip(routed, stock):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+        retf.ops.route_pair_concat_gradients()
+        query, keys = (tf.constant(feed) for feed in self.feeds())
+        with tf.GradientTape() as tape:  # eager: TensorFlow's own gradients
+            tape.watch([query, keys])
+            queries = tf.tile(tf.expand_dims(query, 1), [1, 11, 1])
+            loss = tf.reduce_sum(tf.sin(tf.concat([queries, keys, queries - keys, queries * keys], -1)))
+        got = tape.gradient(loss, [query, keys])
+        self.assertEqual([g.shape for g in got], [query.shape, keys.shape])
+
+    def test_other_concats_keep_tensorflows_gradient(self):
+        retf.ops.route_pair_concat_gradients()
+
+        def types(build):
+            with tf.Graph().as_default() as graph:
+                x = tf.compat.v1.placeholder(tf.float32, [4, 3])
+                y = tf.compat.v1.placeholder(tf.float32, [4, 3])
+                tf.compat.v1.gradients(tf.reduce_sum(tf.sin(build(x, y))), [x, y])
+                return sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+
+        self.assertEqual(types(lambda x, y: tf.concat([x, y, x - y, x * y], -1)), ["Retf>PairConcatGrad"])
+        self.assertEqual(types(lambda x, y: tf.concat([x, y, x - y, x * y], 0)), [])  # not the last axis
+        # A difference the concat shares with another op: its gradient from there must still flow.
+        self.assertEqual(types(lambda x, y: (lambda d: tf.concat([x, y, d], -1) + tf.tile(d, [1, 3]))(x - y)), [])
+        self.assertEqual(types(lambda x, y: tf.concat([x, y, x + y], -1)), [])
+        self.assertEqual(types(lambda x, y: tf.concat([x, x - y, x * y], -1)), [])  # y not a piece
+        self.assertEqual(types(lambda x, y: tf.concat([x, y, y, x - y], -1)), [])
+        self.assertEqual(types(lambda x, y: tf.cast(tf.concat([tf.cast(t, tf.float16) for t in (x, y, x - y)], -1),
+                                                    tf.float32)), [])
+
+    def test_second_order_gradients_through_the_routed_gradient(self):
+        def penalty_gradients():
+            with tf.Graph().as_default():
+                query_feed, keys_feed = self.feeds()
+                query, keys = tf.constant(query_feed), tf.constant(keys_feed)
+                queries = tf.tile(tf.expand_dims(query, 1), [1, 11, 1])
+                net = tf.concat([queries, keys, queries - keys, queries * keys], -1)
+                grad_keys = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(net)), [keys])[0]
+                second = tf.compat.v1.gradients(tf.reduce_sum(tf.square(grad_keys)), [query, keys])
+                with tf.compat.v1.Session() as session:
+                    return session.run(second)
+
+        stock = penalty_gradients()
+        retf.ops.route_pair_concat_gradients()
+        routed = penalty_gradients()
+        for got, want in zip(routed, stock):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def ancestors(op):
+    """The ops op waits for: its inputs' and control inputs', transitively."""
+    seen, stack = {}, list(op.control_inputs) + [t.op for t in op.inputs]
+    while stack:
+        current = stack.pop()
+        if current.name not in seen:
+            seen[current.name] = current
+            stack.extend(list(current.control_inputs) + [t.op for t in current.inputs])
+    return list(seen.values())
+
+
+class AdamSplitTest(unittest.TestCase):
+    """Retf>AdamDecayUntouched then Retf>SparseApplyAdamAsync: Retf>SparseApplyAdamDense's update, bit for bit."""
+
+    def test_decay_then_named_rows_is_the_one_pass_kernel_bitwise(self):
+        rng = np.random.RandomState(33)
+        for dtype in FLOATS:
+            for index_dtype in INDEX_TYPES:
+                for shape, steps in (((10, 4), MIXED_INDEX_STEPS), ((37, 5), [[0, 36, 0, 5], [36], []]),
+                                     ((3000, 40), FAR_APART_INDEX_STEPS), ((6, 2, 3), [[0, 5, 0], [2]])):
+                    with self.subTest(dtype=dtype.__name__, index_dtype=index_dtype.__name__, shape=shape):
+                        start = [rng.uniform(-1, 1, shape).astype(dtype) for _ in range(3)]
+                        start[2] = np.abs(start[2])
+                        one = [tf.Variable(x) for x in start]
+                        split = [tf.Variable(x) for x in start]
+                        for step, indices in enumerate(steps, 1):
+                            indices = tf.constant(np.asarray(indices, index_dtype))
+                            grad = tf.constant(rng.uniform(-1, 1, (len(indices),) + shape[1:]).astype(dtype))
+                            coefficients = (0.9 ** step, 0.999 ** step, 0.01, 0.9, 0.999, 1e-7)
+                            retf.ops.sparse_apply_adam_dense(*one, *coefficients, grad, indices)
+                            retf.ops.adam_decay_untouched(*split, *coefficients, indices)
+                            retf.ops.sparse_apply_adam_async(*split, *coefficients, grad, indices)
+                            for a, b in zip(one, split):
+                                np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+    def test_out_of_range_index_changes_nothing(self):
+        var, m, v = (tf.Variable(tf.ones([4, 2])) for _ in range(3))
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"indices\[1\] = 4 is not in \[0, 4\)"):
+            retf.ops.adam_decay_untouched(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8, tf.constant([0, 4]))
+        for variable in (var, m, v):
+            np.testing.assert_array_equal(variable.numpy(), np.ones((4, 2)))
+
+    def train(self, split, use_resource, cond=False):
+        """Five steps of retf.train.AdamOptimizer on a table read by two lookups (one in a 1.x tf.cond with
+        cond): (the graph's retf op types, the types of the ops the decay op waits for, the table after)."""
+        previous = os.environ.get("RETF_SPLIT_DENSE_ADAM")
+        os.environ["RETF_SPLIT_DENSE_ADAM"] = "1" if split else "0"
+        control_flow_v2 = tf.compat.v1.control_flow_v2_enabled()
+        if cond:
+            tf.compat.v1.disable_control_flow_v2()  # the 1.x API's tf.cond
+        try:
+            with tf.Graph().as_default() as graph:
+                rng = np.random.RandomState(34)
+                table = tf.compat.v1.get_variable("table", initializer=rng.uniform(-1, 1, (300, 7)).astype(np.float32),
+                                                  use_resource=use_resource)
+                ids = tf.compat.v1.placeholder(tf.int64, [None])
+                first = tf.nn.embedding_lookup(table, ids)
+                if cond:
+                    second = tf.compat.v1.cond(tf.size(ids) > 3, lambda: tf.nn.embedding_lookup(table, ids[:3]),
+                                               lambda: tf.zeros([3, 7]))
+                else:
+                    second = tf.nn.embedding_lookup(table, ids[:3] + 1)
+                loss = tf.reduce_sum(tf.sin(first)) + tf.reduce_sum(tf.square(second))
+                train = retf.train.AdamOptimizer(0.05).minimize(loss)
+                types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+                decay = [op for op in graph.get_operations() if op.type.startswith("Retf>AdamDecayUntouched")]
+                control = sorted(op.type for op in ancestors(decay[0])) if decay else []
+                with tf.compat.v1.Session() as session:
+                    session.run(tf.compat.v1.global_variables_initializer())
+                    for step in range(5):
+                        session.run(train, {ids: np.random.RandomState(step).randint(0, 299, 40)})
+                    return types, control, session.run(table)
+        finally:
+            if control_flow_v2:
+                tf.compat.v1.enable_control_flow_v2()
+            if previous is None:
+                del os.environ["RETF_SPLIT_DENSE_ADAM"]
+            else:
+                os.environ["RETF_SPLIT_DENSE_ADAM"] = previous
+
+    def test_optimizer_splits_after_the_reads_and_matches_one_pass(self):
+        for use_resource, suffix, gather in ((False, "Ref", "GatherV2"), (True, "", "ResourceGather")):
+            with self.subTest(use_resource=use_resource):
+                split_types, control, split = self.train(True, use_resource)
+                one_types, _, one = self.train(False, use_resource)
+                self.assertEqual(split_types, ["Retf>AdamDecayUntouched" + suffix, "Retf>SparseApplyAdamAsync" + suffix])
+                self.assertEqual(one_types, ["Retf>SparseApplyAdamDense" + suffix])
+                self.assertEqual(control.count(gather), 2)  # both lookups have read the table first
+                np.testing.assert_array_equal(split, one)
+
+    def test_a_read_inside_a_cond_keeps_one_pass(self):
+        types, _, table = self.train(True, False, cond=True)
+        self.assertEqual(types, ["Retf>SparseApplyAdamDenseRef"])
+        np.testing.assert_array_equal(table, self.train(False, False, cond=True)[2])
+
+
 def allocator_outputs():
     """In a fresh process: the names of the allocators TensorFlow's CPU tensors came from, over steps whose
     tensors go from under 1 MiB to past 32 MiB and back (blocks kept, handed out again, larger ones reused
@@ -1536,6 +1792,10 @@ def threaded_outputs(threads):
     product = retf.ops.transposed_matmul(rng.uniform(-1, 1, (5000, 37)).astype(np.float32),
                                          rng.uniform(-1, 1, (5000, 23)).astype(np.float32)).numpy()
     fused = {"transposed_matmul": product}
+    # DIN's activation-unit gradient over many rows (each row on one thread).
+    pair_inputs = [rng.uniform(-1, 1, (30000, width)).astype(np.float32) for width in (4 * 18, 18, 18)]
+    pair = retf.ops.pair_concat_grad(*pair_inputs, ["x", "y", "x-y", "x*y"])
+    fused.update(pair_x=pair[0].numpy(), pair_y=pair[1].numpy(), pair_slice=pair[2][3].numpy())
     for name in ("adagrad", "ftrl", "adagrad_decay"):
         tables = [tf.Variable(rng.uniform(0.1, 1, shape).astype(np.float32)) for _ in range(3)]
         counts = tf.Variable(np.zeros(shape[0], np.int64))

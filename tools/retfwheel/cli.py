@@ -321,6 +321,7 @@ def _describe_step(step) -> str:
         extra += "; fused sparse Adagrad/FTRL" if step.v1_fused_sparse else ""
         extra += "; fused embedding lookups" if step.v1_fused_embedding else ""
         extra += "; retf weight gradients" if step.v1_fused_matmul_grad else ""
+        extra += "; retf's concat gradient (DIN's activation unit)" if step.v1_fused_concat_grad else ""
         extra += "; retf's DecodeCSV kernel" if step.v1_fast_decode_csv else ""
         extra += "; large blocks kept by the CPU allocator" if step.v1_large_block_allocator else ""
         extra += "; DeepRec's optimizers" if step.v1_deeprec_optimizers else ""

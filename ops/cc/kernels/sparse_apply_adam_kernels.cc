@@ -74,6 +74,11 @@ class SparseApplyAdamOp : public OpKernel {
                 errors::FailedPrecondition("Attempting to use uninitialized variables: ",
                                            requested_input(0), ", ", requested_input(1), ", ",
                                            requested_input(2)));
+    for (const Tensor* table : {&var, &m, &v}) {  // a resource's dtype is not the graph's to check
+      OP_REQUIRES(ctx, table->dtype() == DataTypeToEnum<T>::v(),
+                  errors::InvalidArgument("var, m and v must be ", DataTypeString(DataTypeToEnum<T>::v()),
+                                          " as grad is, got ", DataTypeString(table->dtype())));
+    }
     OP_REQUIRES(ctx, var.shape().IsSameSize(m.shape()) && var.shape().IsSameSize(v.shape()),
                 errors::InvalidArgument("var, m and v must have the same shape, got ",
                                         var.shape().DebugString(), ", ", m.shape().DebugString(),
@@ -132,6 +137,80 @@ class SparseApplyAdamOp : public OpKernel {
  private:
   bool use_exclusive_lock_;
 };
+
+// The untouched rows of TensorFlow's dense Adam for a sparse gradient, before the gradient is known
+// (Retf>AdamDecayUntouched): var, m and v under the same locks as the update ops.
+template <typename T, typename Tindex>
+class AdamDecayUntouchedOp : public OpKernel {
+ public:
+  explicit AdamDecayUntouchedOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("use_locking", &use_exclusive_lock_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_,
+                                                                     /*sparse=*/true, {0, 1, 2});
+    Tensor var, m, v;
+    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 0, use_exclusive_lock_, true, &var));
+    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 1, use_exclusive_lock_, true, &m));
+    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 2, use_exclusive_lock_, true, &v));
+    OP_REQUIRES(ctx, var.IsInitialized() && m.IsInitialized() && v.IsInitialized(),
+                errors::FailedPrecondition("Attempting to use uninitialized variables: ",
+                                           requested_input(0), ", ", requested_input(1), ", ",
+                                           requested_input(2)));
+    for (const Tensor* table : {&var, &m, &v}) {  // a resource's dtype is not the graph's to check
+      OP_REQUIRES(ctx, table->dtype() == DataTypeToEnum<T>::v(),
+                  errors::InvalidArgument("var, m and v must be ", DataTypeString(DataTypeToEnum<T>::v()),
+                                          " as the scalars are, got ", DataTypeString(table->dtype())));
+    }
+    OP_REQUIRES(ctx, var.shape().IsSameSize(m.shape()) && var.shape().IsSameSize(v.shape()),
+                errors::InvalidArgument("var, m and v must have the same shape, got ",
+                                        var.shape().DebugString(), ", ", m.shape().DebugString(),
+                                        " and ", v.shape().DebugString()));
+    OP_REQUIRES(ctx, TensorShapeUtils::IsVectorOrHigher(var.shape()),
+                errors::InvalidArgument("var must be at least 1-D, got shape ", var.shape().DebugString()));
+    static const char* const kScalarNames[] = {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"};
+    for (int i = 0; i < 6; ++i) OP_REQUIRES_OK(ctx, CheckScalar(ctx, 3 + i, kScalarNames[i]));
+    const Tensor& indices = ctx->input(9);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsVector(indices.shape()),
+                errors::InvalidArgument("indices must be 1-D, got shape ", indices.shape().DebugString()));
+
+    const int64 num_rows = var.dim_size(0);
+    static thread_local retf::IndexGroups<Tindex> groups;
+    OP_REQUIRES_OK(ctx, GroupCheckedIndices(ctx, indices, num_rows, &groups));
+    if (num_rows > 0) {
+      const T beta1_power = ctx->input(3).scalar<T>()();
+      const T beta2_power = ctx->input(4).scalar<T>()();
+      const T lr = ctx->input(5).scalar<T>()();
+      retf::functor::AdamCoefficients<T> k;
+      k.lr = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);  // as the dense Adam rounds it
+      k.beta1 = ctx->input(6).scalar<T>()();
+      k.beta2 = ctx->input(7).scalar<T>()();
+      k.epsilon = ctx->input(8).scalar<T>()();
+      retf::functor::AdamDecayUntouched<T, Tindex>()(var.flat<T>().data(), m.flat<T>().data(), v.flat<T>().data(),
+                                                     num_rows, var.NumElements() / num_rows, groups.unique.data(),
+                                                     groups.size(), k);
+    }
+    if (IsRefType(ctx->input_dtype(0))) ctx->forward_ref_input_to_ref_output(0, 0);
+  }
+
+ private:
+  bool use_exclusive_lock_;
+};
+
+#define RETF_REGISTER_DECAY_KERNELS(T, Tindex)                                                       \
+  REGISTER_KERNEL_BUILDER(                                                                            \
+      Name("Retf>AdamDecayUntouched").Device(DEVICE_CPU).TypeConstraint<T>("T").TypeConstraint<Tindex>("Tindices"), \
+      AdamDecayUntouchedOp<T, Tindex>);                                                               \
+  REGISTER_KERNEL_BUILDER(                                                                            \
+      Name("Retf>AdamDecayUntouchedRef").Device(DEVICE_CPU).TypeConstraint<T>("T").TypeConstraint<Tindex>("Tindices"), \
+      AdamDecayUntouchedOp<T, Tindex>);
+
+RETF_REGISTER_DECAY_KERNELS(float, int32);
+RETF_REGISTER_DECAY_KERNELS(float, int64);
+RETF_REGISTER_DECAY_KERNELS(double, int32);
+RETF_REGISTER_DECAY_KERNELS(double, int64);
+#undef RETF_REGISTER_DECAY_KERNELS
 
 #define RETF_REGISTER_KERNEL(name, T, Tindex, ...)                                               \
   REGISTER_KERNEL_BUILDER(                                                                         \

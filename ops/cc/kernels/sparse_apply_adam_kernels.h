@@ -246,6 +246,29 @@ struct SparseApplyAdamDense {
   }
 };
 
+// The untouched rows of SparseApplyAdamDense alone: the moments of every row not in unique
+// (ascending) decay and its var moves, each run of untouched rows as SparseApplyAdamDense runs it,
+// so the two agree bit for bit. On the calling thread: the pass is bound by memory bandwidth (a
+// second thread gains little here), and it is made to run beside the step's arithmetic.
+template <typename T, typename Tindex>
+struct AdamDecayUntouched {
+  void operator()(T* var, T* m, T* v, int64_t num_rows, int64_t row_size, const Tindex* unique, int64_t num_unique,
+                  const AdamCoefficients<T>& k) const {
+    const T one_minus_beta1 = T(1) - k.beta1;
+    const T one_minus_beta2 = T(1) - k.beta2;
+    int64_t row = 0;
+    for (int64_t u = 0; u <= num_unique; ++u) {
+      const int64_t touched = u < num_unique ? static_cast<int64_t>(unique[u]) : num_rows;
+      if (touched > row) {
+        const int64_t offset = row * row_size;
+        UpdateElements<T, false>(var + offset, m + offset, v + offset, nullptr, (touched - row) * row_size, k,
+                                 one_minus_beta1, one_minus_beta2);
+      }
+      row = touched + 1;
+    }
+  }
+};
+
 }  // namespace functor
 }  // namespace retf
 

@@ -51,6 +51,19 @@ Status SparseApplyAdamShape(InferenceContext* c, bool is_resource) {
   return Status();
 }
 
+Status AdamDecayShape(InferenceContext* c, bool is_resource) {
+  ShapeHandle var = is_resource ? ResourceShape(c, 0) : c->input(0);
+  TF_RETURN_IF_ERROR(c->Merge(var, is_resource ? ResourceShape(c, 1) : c->input(1), &var));
+  TF_RETURN_IF_ERROR(c->Merge(var, is_resource ? ResourceShape(c, 2) : c->input(2), &var));
+  ShapeHandle unused;
+  for (int i = 3; i <= 8; ++i) {  // beta1_power .. epsilon
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
+  }
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(9), 1, &unused));
+  if (!is_resource) c->set_output(0, var);
+  return Status();
+}
+
 // The variable and its slots (inputs 0 .. num_tables) share one shape; scalars are rank 0; grad
 // is [N, <var row shape>] with indices [N]. Reference ops output var.
 Status SparseApplyRowsShape(InferenceContext* c, bool is_resource, int num_tables, std::vector<int> scalars,
@@ -111,6 +124,18 @@ Status EmbeddingLookupSparseGradShape(InferenceContext* c) {
 }
 
 }  // namespace
+
+#define RETF_ADAM_DECAY_INPUTS              \
+  Input("beta1_power: T")                   \
+      .Input("beta2_power: T")              \
+      .Input("lr: T")                       \
+      .Input("beta1: T")                    \
+      .Input("beta2: T")                    \
+      .Input("epsilon: T")                  \
+      .Input("indices: Tindices")           \
+      .Attr("T: {float, double}")           \
+      .Attr("Tindices: {int32, int64}")     \
+      .Attr("use_locking: bool = false")
 
 #define RETF_SPARSE_APPLY_ADAM_INPUTS       \
   Input("beta1_power: T")                   \
@@ -187,6 +212,29 @@ REGISTER_OP("Retf>SparseApplyAdamAsyncRef")
     .SetShapeFn([](InferenceContext* c) { return SparseApplyAdamShape(c, false); });
 
 #undef RETF_SPARSE_APPLY_ADAM_INPUTS
+
+// The rows of TensorFlow's dense Adam for a sparse gradient that the gradient does not name, on
+// their own: m = beta1 * m, v = beta2 * v, var -= lr_t * m / (sqrt(v) + epsilon), rounded as
+// Retf>SparseApplyAdamDense rounds them. Needs only the indices, so it can run while the
+// gradient is still being computed; Retf>SparseApplyAdamAsync on the same indices then does the
+// named rows, and the two give Retf>SparseApplyAdamDense's result, bit for bit.
+REGISTER_OP("Retf>AdamDecayUntouched")
+    .Input("var: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .RETF_ADAM_DECAY_INPUTS
+    .SetShapeFn([](InferenceContext* c) { return AdamDecayShape(c, true); });
+
+// Retf>AdamDecayUntouched on reference variables; out is var.
+REGISTER_OP("Retf>AdamDecayUntouchedRef")
+    .Input("var: Ref(T)")
+    .Input("m: Ref(T)")
+    .Input("v: Ref(T)")
+    .RETF_ADAM_DECAY_INPUTS
+    .Output("out: Ref(T)")
+    .SetShapeFn([](InferenceContext* c) { return AdamDecayShape(c, false); });
+
+#undef RETF_ADAM_DECAY_INPUTS
 
 #define RETF_SPARSE_ATTRS                   \
   Attr("T: {float, double}")                \
@@ -403,6 +451,46 @@ REGISTER_OP("Retf>TransposedMatMul")
       DimensionHandle rows;
       TF_RETURN_IF_ERROR(c->Merge(c->Dim(a, 0), c->Dim(b, 0), &rows));
       c->set_output(0, c->Matrix(c->Dim(a, 1), c->Dim(b, 1)));
+      return Status();
+    });
+
+// The gradient of concat([x, y, x - y, x * y, ...], axis=-1), for x and y of one shape [..., D]
+// (DIN's activation unit builds its input so): each of the N pieces is one of "x", "y", "x-y",
+// "y-x", "x*y", with x and y each once. grad_x and grad_y are the whole gradients of x and y
+// through the concat and its differences and products, each summed as TensorFlow's gradients of
+// ConcatV2, Sub and Mul and their AddN sum it: the direct piece's slice first, then the others'
+// parts in piece order. piece_grads are the concat gradient's slices, computed only where used.
+REGISTER_OP("Retf>PairConcatGrad")
+    .Input("grad: T")
+    .Input("x: T")
+    .Input("y: T")
+    .Output("grad_x: T")
+    .Output("grad_y: T")
+    .Output("piece_grads: N * T")
+    .Attr("pieces: list(string)")
+    .Attr("N: int >= 3")
+    .Attr("T: {float, double}")
+    .SetShapeFn([](InferenceContext* c) {
+      int n;
+      TF_RETURN_IF_ERROR(c->GetAttr("N", &n));
+      ShapeHandle x;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(1), 1, &x));
+      TF_RETURN_IF_ERROR(c->Merge(x, c->input(2), &x));
+      ShapeHandle grad;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &grad));
+      if (c->RankKnown(x) && c->RankKnown(grad)) {
+        const int rank = c->Rank(x);
+        TF_RETURN_IF_ERROR(c->WithRank(grad, rank, &grad));
+        ShapeHandle outer_x, outer_grad;
+        TF_RETURN_IF_ERROR(c->Subshape(x, 0, rank - 1, &outer_x));
+        TF_RETURN_IF_ERROR(c->Subshape(grad, 0, rank - 1, &outer_grad));
+        TF_RETURN_IF_ERROR(c->Merge(outer_x, outer_grad, &outer_x));
+        DimensionHandle width;
+        TF_RETURN_IF_ERROR(c->Multiply(c->Dim(x, rank - 1), n, &width));
+        TF_RETURN_IF_ERROR(c->Merge(width, c->Dim(grad, rank - 1), &width));
+        TF_RETURN_IF_ERROR(c->Concatenate(outer_x, c->Vector(c->Dim(x, rank - 1)), &x));
+      }
+      for (int i = 0; i < n + 2; ++i) c->set_output(i, x);
       return Status();
     });
 

@@ -130,6 +130,8 @@ def _bootstrap_notes(step: InjectBootstrap) -> list[str]:
                      + ("; fused tf.nn.embedding_lookup_sparse" if step.v1_fused_embedding else "")
                      + ("; small weights' MatMul gradients in retf's transposed product" if step.v1_fused_matmul_grad
                         else "")
+                     + ("; DIN's activation-unit concat gradient in one retf kernel" if step.v1_fused_concat_grad
+                        else "")
                      + ("; DecodeCSV in retf's kernel" if step.v1_fast_decode_csv else "")
                      + ("; DeepRec's AdamAsync and AdagradDecay optimizers" if step.v1_deeprec_optimizers else ""))
     if step.runtime_env:
@@ -185,6 +187,7 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: Bootstrap
             api = {"v1_sparse_adam": step.v1_sparse_adam, "v1_fused_sparse": int(step.v1_fused_sparse),
                    "v1_fused_embedding": int(step.v1_fused_embedding),
                    "v1_fused_matmul_grad": int(step.v1_fused_matmul_grad),
+                   "v1_fused_concat_grad": int(step.v1_fused_concat_grad),
                    "v1_fast_decode_csv": int(step.v1_fast_decode_csv),
                    "v1_deeprec_optimizers": int(step.v1_deeprec_optimizers), "label": config.label}
             patched = append(patched, api_block(BOOTSTRAP_MODULE, api), step.init_name)

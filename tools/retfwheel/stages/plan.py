@@ -115,6 +115,7 @@ class InjectBootstrap:
     v1_fused_matmul_grad: bool = False
     v1_fast_decode_csv: bool = False
     v1_large_block_allocator: bool = False
+    v1_fused_concat_grad: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
                 recipe.v1_fused_matmul_grad,
                 recipe.v1_fast_decode_csv,
                 recipe.v1_large_block_allocator,
+                recipe.v1_fused_concat_grad,
             )
         )
         patched = {init_name, entry_points}

@@ -129,6 +129,8 @@ class Recipe:
     v1_fused_embedding: bool = False
     # a small weight's MatMul gradient (a^T g) comes from retf's transposed product (retf.ops.transposed_matmul)
     v1_fused_matmul_grad: bool = False
+    # the gradient of a concat of x, y, x - y and x * y (DIN's activation unit) comes from one retf kernel
+    v1_fused_concat_grad: bool = False
     # DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel: TensorFlow's results, faster
     v1_fast_decode_csv: bool = False
     # TensorFlow's CPU allocator keeps freed blocks of 1 MiB or more for reuse (retf's large-block allocator)
@@ -305,7 +307,7 @@ def _tag_list(value: Any) -> tuple[str, ...]:
 def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
     c = _Checker(path)
-    c.unknown(data, ("description", "api", "v1_sparse_adam", "v1_fused_sparse", "v1_fused_embedding", "v1_fused_matmul_grad", "v1_fast_decode_csv", "v1_large_block_allocator", "v1_deeprec_optimizers", "target", "input", "output", "libstdcxx", "deps", "bootstrap",
+    c.unknown(data, ("description", "api", "v1_sparse_adam", "v1_fused_sparse", "v1_fused_embedding", "v1_fused_matmul_grad", "v1_fused_concat_grad", "v1_fast_decode_csv", "v1_large_block_allocator", "v1_deeprec_optimizers", "target", "input", "output", "libstdcxx", "deps", "bootstrap",
                      "environment", "ops", "runtime_env"), "top level:")
     t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
     python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
@@ -347,11 +349,13 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     fused_sparse = bool(c.get(data, "top level", "v1_fused_sparse", _boolean, False))
     fused_embedding = bool(c.get(data, "top level", "v1_fused_embedding", _boolean, False))
     fused_matmul_grad = bool(c.get(data, "top level", "v1_fused_matmul_grad", _boolean, False))
+    fused_concat_grad = bool(c.get(data, "top level", "v1_fused_concat_grad", _boolean, False))
     fast_decode_csv = bool(c.get(data, "top level", "v1_fast_decode_csv", _boolean, False))
     large_blocks = bool(c.get(data, "top level", "v1_large_block_allocator", _boolean, False))
     deeprec = bool(c.get(data, "top level", "v1_deeprec_optimizers", _boolean, False))
     for key, on in (("v1_fused_sparse", fused_sparse), ("v1_fused_embedding", fused_embedding),
-                    ("v1_fused_matmul_grad", fused_matmul_grad), ("v1_fast_decode_csv", fast_decode_csv),
+                    ("v1_fused_matmul_grad", fused_matmul_grad), ("v1_fused_concat_grad", fused_concat_grad),
+                    ("v1_fast_decode_csv", fast_decode_csv),
                     ("v1_large_block_allocator", large_blocks), ("v1_deeprec_optimizers", deeprec)):
         if on and (api != "v1" or not ops.build):
             c.problem(f"top level: {key} = true", 'needs api = "v1" and [ops] build = true (retf kernels)')
@@ -381,6 +385,7 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         v1_fused_sparse=fused_sparse,
         v1_fused_embedding=fused_embedding,
         v1_fused_matmul_grad=fused_matmul_grad,
+        v1_fused_concat_grad=fused_concat_grad,
         v1_fast_decode_csv=fast_decode_csv,
         v1_large_block_allocator=large_blocks,
         v1_deeprec_optimizers=deeprec,
