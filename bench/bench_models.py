@@ -11,12 +11,13 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
   wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
                       RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0, RETF_FUSED_MATMUL_GRAD=0,
-                      RETF_FAST_DECODE_CSV=0)
+                      RETF_FAST_DECODE_CSV=0, RETF_LARGE_BLOCK_ALLOCATOR=0, RETF_FUSED_CONCAT_GRAD=0)
   wheel               the same wheel with its recipe's defaults: the sparse updates of
                       tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
-                      kernels (the same results), small weights' MatMul gradients in retf's
-                      transposed product, DecodeCSV in retf's kernel, and the recipe's runtime
-                      defaults (none today)
+                      kernels (the same results; Adam's untouched rows decayed early), small
+                      weights' MatMul gradients in retf's transposed product, DIN's activation-unit
+                      concat gradient in one retf kernel, DecodeCSV in retf's kernel, large blocks
+                      kept by the CPU allocator, and the recipe's runtime defaults (none today)
   wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
                       allocator, or the BFC allocator: the evidence for a runtime default
   wheel, fused lookups (--sides ...,emb) the wheel's defaults plus RETF_FUSED_EMBEDDING=1:
@@ -25,6 +26,11 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
                       RETF_FUSED_MATMUL_GRAD=1 or 0: the evidence for v1_fused_matmul_grad
   wheel, retf / TF's DecodeCSV (--sides ...,csv or nocsv) the wheel's defaults with
                       RETF_FAST_DECODE_CSV=1 or 0: the evidence for v1_fast_decode_csv
+  wheel, large blocks kept / TF's allocator (--sides ...,blocks or noblocks): RETF_LARGE_BLOCK_ALLOCATOR
+  wheel, retf / TF's concat grad (--sides ...,cat or nocat): RETF_FUSED_CONCAT_GRAD=1 or 0, the
+                      evidence for v1_fused_concat_grad
+  wheel, Adam split / one pass (--sides ...,split or nosplit): RETF_SPLIT_DENSE_ADAM=1 or 0, whether
+                      retf.train.AdamOptimizer decays the untouched rows early
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
 each side alike. Reports the median over repetitions of steps/s after warm-up (the mean over the timed
@@ -268,7 +274,8 @@ def main():
                                                             "RETF_FUSED_EMBEDDING": "0",
                                                             "RETF_FUSED_MATMUL_GRAD": "0",
                                                             "RETF_FAST_DECODE_CSV": "0",
-                                                            "RETF_LARGE_BLOCK_ALLOCATOR": "0"}),
+                                                            "RETF_LARGE_BLOCK_ALLOCATOR": "0",
+                                                            "RETF_FUSED_CONCAT_GRAD": "0"}),
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
@@ -278,7 +285,11 @@ def main():
              "csv": Side("wheel, retf's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "1"}),
              "blocks": Side("wheel, large blocks kept", V1_RECIPE, venv, {"RETF_LARGE_BLOCK_ALLOCATOR": "1"}),
              "noblocks": Side("wheel, TF's allocator", V1_RECIPE, venv, {"RETF_LARGE_BLOCK_ALLOCATOR": "0"}),
-             "nocsv": Side("wheel, TF's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "0"})}
+             "nocsv": Side("wheel, TF's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "0"}),
+             "cat": Side("wheel, retf concat grad", V1_RECIPE, venv, {"RETF_FUSED_CONCAT_GRAD": "1"}),
+             "nocat": Side("wheel, TF's concat grad", V1_RECIPE, venv, {"RETF_FUSED_CONCAT_GRAD": "0"}),
+             "split": Side("wheel, Adam split", V1_RECIPE, venv, {"RETF_SPLIT_DENSE_ADAM": "1"}),
+             "nosplit": Side("wheel, Adam one pass", V1_RECIPE, venv, {"RETF_SPLIT_DENSE_ADAM": "0"})}
     sides = [known[key] for key in side_keys]
     baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}
