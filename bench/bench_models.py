@@ -103,7 +103,8 @@ def prepare_wheel(work):
     return work / "env" / "venv"
 
 
-SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks")
+SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
+         "cat", "nocat", "split", "nosplit")
 
 
 def stale_env_problem(venv, recipe=V1_RECIPE):

@@ -71,12 +71,12 @@ class AdamOptimizer(_FusedSparseAdam):
     AdamOptimizer's own, so checkpoints interchange; variables of other dtypes than float32 and
     float64 (float16) take AdamOptimizer's own sparse path.
 
-    In a graph, the pass is split in two: the rows the gradient does not name only decay, so their
-    half (retf.ops.adam_decay_untouched) runs as soon as the gradient's indices are known and every op
-    of the step that reads the variable has run, beside the rest of the step on one thread; the named
-    rows follow with the gradient (retf.ops.sparse_apply_adam_async). Same values, bit for bit. Where
-    the split cannot be ordered so (eager execution, a loop or cond around the update or a read), and
-    with RETF_SPLIT_DENSE_ADAM=0, the one-pass kernel runs.
+    With RETF_SPLIT_DENSE_ADAM=1, in a graph, the pass is split in two: the rows the gradient does not
+    name only decay, so their half (retf.ops.adam_decay_untouched) runs as soon as the gradient's
+    indices are known and every op of the step that reads the variable has run, beside the rest of the
+    step on one thread; the named rows follow with the gradient (retf.ops.sparse_apply_adam_async). Same
+    values, bit for bit. Where the split cannot be ordered so (eager execution, a loop or cond around the
+    update or a read) the one-pass kernel runs.
     """
 
     _kernel = staticmethod(ops.sparse_apply_adam_dense)
@@ -101,11 +101,12 @@ class AdamOptimizer(_FusedSparseAdam):
 
 def split_dense_adam():
     """Whether AdamOptimizer splits a sparse update into the untouched rows' decay, run early, and the named
-    rows' update (the default); RETF_SPLIT_DENSE_ADAM=0, read when the update is built, keeps one pass."""
-    chosen = os.environ.get("RETF_SPLIT_DENSE_ADAM", "1")
+    rows' update: RETF_SPLIT_DENSE_ADAM=1, read when the update is built. Off by default: it helped DIEN
+    and cost DIN (bench/MODELS.md, "The activation unit's gradient, and Adam's untouched rows early")."""
+    chosen = os.environ.get("RETF_SPLIT_DENSE_ADAM", "0")
     if chosen not in ("0", "1"):
         raise ValueError("RETF_SPLIT_DENSE_ADAM=%s is not 0 or 1 (whether AdamOptimizer decays the rows a sparse "
-                         "gradient does not name early); unset it for the default, 1" % chosen)
+                         "gradient does not name early); unset it for the default, 0" % chosen)
     return chosen == "1"
 
 

@@ -47,6 +47,37 @@ Status CheckScalar(OpKernelContext* ctx, int input, const char* name) {
   return Status();
 }
 
+// var, m and v (inputs 0-2, locked by the caller) checked against each other and T, and the six
+// scalars after them.
+template <typename T>
+Status GetAdamTables(OpKernelContext* ctx, bool use_exclusive_lock, Tensor* var, Tensor* m, Tensor* v) {
+  Tensor* tables[] = {var, m, v};
+  for (int i = 0; i < 3; ++i) {
+    TF_RETURN_IF_ERROR(GetInputTensorFromVariable<CPUDevice, T>(ctx, i, use_exclusive_lock, true, tables[i]));
+  }
+  if (!var->IsInitialized() || !m->IsInitialized() || !v->IsInitialized()) {
+    return errors::FailedPrecondition("Attempting to use uninitialized variables: ", ctx->op_kernel().requested_input(0),
+                                      ", ", ctx->op_kernel().requested_input(1), ", ",
+                                      ctx->op_kernel().requested_input(2));
+  }
+  for (const Tensor* table : tables) {  // a resource's dtype is not the graph's to check
+    if (table->dtype() != DataTypeToEnum<T>::v()) {
+      return errors::InvalidArgument("var, m and v must be ", DataTypeString(DataTypeToEnum<T>::v()),
+                                     " as the other inputs are, got ", DataTypeString(table->dtype()));
+    }
+  }
+  if (!var->shape().IsSameSize(m->shape()) || !var->shape().IsSameSize(v->shape())) {
+    return errors::InvalidArgument("var, m and v must have the same shape, got ", var->shape().DebugString(), ", ",
+                                   m->shape().DebugString(), " and ", v->shape().DebugString());
+  }
+  if (!TensorShapeUtils::IsVectorOrHigher(var->shape())) {
+    return errors::InvalidArgument("var must be at least 1-D, got shape ", var->shape().DebugString());
+  }
+  static const char* const kScalarNames[] = {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"};
+  for (int i = 0; i < 6; ++i) TF_RETURN_IF_ERROR(CheckScalar(ctx, 3 + i, kScalarNames[i]));
+  return Status();
+}
+
 // kDense: TensorFlow's dense Adam for a sparse gradient (every row decays); otherwise lazy Adam
 // (only the named rows change). kLeftToRight: the bias-corrected lr rounded as TensorFlow's dense
 // Adam (and DeepRec's AdamAsync) round it, lr * sqrt(1 - beta2_power) / (1 - beta1_power) left to
@@ -67,26 +98,7 @@ class SparseApplyAdamOp : public OpKernel {
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_,
                                                                      /*sparse=*/true, {0, 1, 2});
     Tensor var, m, v;
-    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 0, use_exclusive_lock_, true, &var));
-    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 1, use_exclusive_lock_, true, &m));
-    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 2, use_exclusive_lock_, true, &v));
-    OP_REQUIRES(ctx, var.IsInitialized() && m.IsInitialized() && v.IsInitialized(),
-                errors::FailedPrecondition("Attempting to use uninitialized variables: ",
-                                           requested_input(0), ", ", requested_input(1), ", ",
-                                           requested_input(2)));
-    for (const Tensor* table : {&var, &m, &v}) {  // a resource's dtype is not the graph's to check
-      OP_REQUIRES(ctx, table->dtype() == DataTypeToEnum<T>::v(),
-                  errors::InvalidArgument("var, m and v must be ", DataTypeString(DataTypeToEnum<T>::v()),
-                                          " as grad is, got ", DataTypeString(table->dtype())));
-    }
-    OP_REQUIRES(ctx, var.shape().IsSameSize(m.shape()) && var.shape().IsSameSize(v.shape()),
-                errors::InvalidArgument("var, m and v must have the same shape, got ",
-                                        var.shape().DebugString(), ", ", m.shape().DebugString(),
-                                        " and ", v.shape().DebugString()));
-    OP_REQUIRES(ctx, TensorShapeUtils::IsVectorOrHigher(var.shape()),
-                errors::InvalidArgument("var must be at least 1-D, got shape ", var.shape().DebugString()));
-    static const char* const kScalarNames[] = {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"};
-    for (int i = 0; i < 6; ++i) OP_REQUIRES_OK(ctx, CheckScalar(ctx, 3 + i, kScalarNames[i]));
+    OP_REQUIRES_OK(ctx, GetAdamTables<T>(ctx, use_exclusive_lock_, &var, &m, &v));
 
     const Tensor& grad = ctx->input(9);
     const Tensor& indices = ctx->input(10);
@@ -151,26 +163,7 @@ class AdamDecayUntouchedOp : public OpKernel {
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_,
                                                                      /*sparse=*/true, {0, 1, 2});
     Tensor var, m, v;
-    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 0, use_exclusive_lock_, true, &var));
-    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 1, use_exclusive_lock_, true, &m));
-    OP_REQUIRES_OK(ctx, GetInputTensorFromVariable<CPUDevice, T>(ctx, 2, use_exclusive_lock_, true, &v));
-    OP_REQUIRES(ctx, var.IsInitialized() && m.IsInitialized() && v.IsInitialized(),
-                errors::FailedPrecondition("Attempting to use uninitialized variables: ",
-                                           requested_input(0), ", ", requested_input(1), ", ",
-                                           requested_input(2)));
-    for (const Tensor* table : {&var, &m, &v}) {  // a resource's dtype is not the graph's to check
-      OP_REQUIRES(ctx, table->dtype() == DataTypeToEnum<T>::v(),
-                  errors::InvalidArgument("var, m and v must be ", DataTypeString(DataTypeToEnum<T>::v()),
-                                          " as the scalars are, got ", DataTypeString(table->dtype())));
-    }
-    OP_REQUIRES(ctx, var.shape().IsSameSize(m.shape()) && var.shape().IsSameSize(v.shape()),
-                errors::InvalidArgument("var, m and v must have the same shape, got ",
-                                        var.shape().DebugString(), ", ", m.shape().DebugString(),
-                                        " and ", v.shape().DebugString()));
-    OP_REQUIRES(ctx, TensorShapeUtils::IsVectorOrHigher(var.shape()),
-                errors::InvalidArgument("var must be at least 1-D, got shape ", var.shape().DebugString()));
-    static const char* const kScalarNames[] = {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"};
-    for (int i = 0; i < 6; ++i) OP_REQUIRES_OK(ctx, CheckScalar(ctx, 3 + i, kScalarNames[i]));
+    OP_REQUIRES_OK(ctx, GetAdamTables<T>(ctx, use_exclusive_lock_, &var, &m, &v));
     const Tensor& indices = ctx->input(9);
     OP_REQUIRES(ctx, TensorShapeUtils::IsVector(indices.shape()),
                 errors::InvalidArgument("indices must be 1-D, got shape ", indices.shape().DebugString()));

@@ -25,14 +25,21 @@ ShapeHandle ResourceShape(InferenceContext* c, int input) {
   return c->UnknownShape();
 }
 
-Status SparseApplyAdamShape(InferenceContext* c, bool is_resource) {
-  ShapeHandle var = is_resource ? ResourceShape(c, 0) : c->input(0);
-  TF_RETURN_IF_ERROR(c->Merge(var, is_resource ? ResourceShape(c, 1) : c->input(1), &var));
-  TF_RETURN_IF_ERROR(c->Merge(var, is_resource ? ResourceShape(c, 2) : c->input(2), &var));
+// var, m and v (inputs 0-2) merged into one shape; beta1_power .. epsilon (3-8) scalars.
+Status AdamTablesShape(InferenceContext* c, bool is_resource, ShapeHandle* var) {
+  *var = is_resource ? ResourceShape(c, 0) : c->input(0);
+  TF_RETURN_IF_ERROR(c->Merge(*var, is_resource ? ResourceShape(c, 1) : c->input(1), var));
+  TF_RETURN_IF_ERROR(c->Merge(*var, is_resource ? ResourceShape(c, 2) : c->input(2), var));
   ShapeHandle unused;
-  for (int i = 3; i <= 8; ++i) {  // beta1_power .. epsilon
+  for (int i = 3; i <= 8; ++i) {
     TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
   }
+  return Status();
+}
+
+Status SparseApplyAdamShape(InferenceContext* c, bool is_resource) {
+  ShapeHandle var;
+  TF_RETURN_IF_ERROR(AdamTablesShape(c, is_resource, &var));
   ShapeHandle grad = c->input(9);
   ShapeHandle indices;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(10), 1, &indices));
@@ -52,13 +59,8 @@ Status SparseApplyAdamShape(InferenceContext* c, bool is_resource) {
 }
 
 Status AdamDecayShape(InferenceContext* c, bool is_resource) {
-  ShapeHandle var = is_resource ? ResourceShape(c, 0) : c->input(0);
-  TF_RETURN_IF_ERROR(c->Merge(var, is_resource ? ResourceShape(c, 1) : c->input(1), &var));
-  TF_RETURN_IF_ERROR(c->Merge(var, is_resource ? ResourceShape(c, 2) : c->input(2), &var));
-  ShapeHandle unused;
-  for (int i = 3; i <= 8; ++i) {  // beta1_power .. epsilon
-    TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
-  }
+  ShapeHandle var, unused;
+  TF_RETURN_IF_ERROR(AdamTablesShape(c, is_resource, &var));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(9), 1, &unused));
   if (!is_resource) c->set_output(0, var);
   return Status();
