@@ -314,6 +314,44 @@ def test_small_weights_take_retfs_weight_gradient_by_the_switch(v1_venv):
         assert abs(ours - theirs) <= 1e-5 * max(1.0, abs(theirs)), (routed["losses"], stock["losses"])
 
 
+ACTIVATION_UNIT_PROBE = """
+import json
+import numpy as np
+import tensorflow as tf
+
+# DIN's activation unit as TF 1.15 programs write it: [q, k, q - k, q * k] into an MLP, trained with Adam.
+with tf.Graph().as_default() as graph:
+    tf.set_random_seed(1)
+    query = tf.placeholder(tf.float32, [None, 8])
+    keys = tf.placeholder(tf.float32, [None, None, 8])
+    queries = tf.tile(tf.expand_dims(query, 1), [1, tf.shape(keys)[1], 1])
+    din_all = tf.concat([queries, keys, queries - keys, queries * keys], axis=-1)
+    hidden = tf.layers.dense(din_all, 6, activation=tf.nn.sigmoid, kernel_initializer=tf.glorot_uniform_initializer(seed=2))
+    scores = tf.squeeze(tf.layers.dense(hidden, 1, kernel_initializer=tf.glorot_uniform_initializer(seed=3)), 2)
+    interest = tf.reduce_sum(keys * tf.expand_dims(tf.nn.softmax(scores), 2), axis=1)
+    loss = tf.reduce_mean(tf.square(tf.reduce_sum(interest * query, axis=1) - 1.0))
+    train = tf.train.AdamOptimizer(0.05).minimize(loss)
+    rng = np.random.RandomState(4)
+    feed = {query: rng.uniform(-1, 1, (64, 8)).astype(np.float32), keys: rng.uniform(-1, 1, (64, 12, 8)).astype(np.float32)}
+    with tf.Session() as session:
+        session.run(tf.global_variables_initializer())
+        losses = [float(session.run([loss, train], feed)[0]) for _ in range(8)]
+    ops = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+print(json.dumps({"losses": losses, "ops": ops}))
+"""
+
+
+def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v1_venv):
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    routed = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="1", RETF_FUSED_MATMUL_GRAD="0")
+    stock = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="0", RETF_FUSED_MATMUL_GRAD="0")
+    assert routed["ops"] == ["Retf>PairConcatGrad"] and stock["ops"] == []
+    assert routed["losses"][-1] < routed["losses"][0]
+    # The same training to float32 rounding: only the order of three sums per element can differ.
+    for ours, theirs in zip(routed["losses"], stock["losses"]):
+        assert abs(ours - theirs) <= 1e-5 * max(1.0, abs(theirs)), (routed["losses"], stock["losses"])
+
+
 DECODE_CSV_PROBE = """
 import json
 import tensorflow as tf
