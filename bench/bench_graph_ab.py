@@ -23,10 +23,9 @@ import time
 MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
 sys.path.insert(0, MODELS)
 
+import common  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-import common  # noqa: E402
 
 BLOCK_STEPS = 20
 # The model's input module and batch, as bench_models.py runs them.
