@@ -322,8 +322,10 @@ import tensorflow as tf
 # DIN's activation unit as TF 1.15 programs write it: [q, k, q - k, q * k] into an MLP, trained with Adam.
 with tf.Graph().as_default() as graph:
     tf.set_random_seed(1)
-    query = tf.placeholder(tf.float32, [None, 8])
-    keys = tf.placeholder(tf.float32, [None, None, 8])
+    items = tf.get_variable("items", [50, 8], initializer=tf.truncated_normal_initializer(stddev=0.5, seed=5))
+    ad = tf.placeholder(tf.int64, [None])
+    history = tf.placeholder(tf.int64, [None, None])
+    query, keys = tf.nn.embedding_lookup(items, ad), tf.nn.embedding_lookup(items, history)
     queries = tf.tile(tf.expand_dims(query, 1), [1, tf.shape(keys)[1], 1])
     din_all = tf.concat([queries, keys, queries - keys, queries * keys], axis=-1)
     hidden = tf.layers.dense(din_all, 6, activation=tf.nn.sigmoid, kernel_initializer=tf.glorot_uniform_initializer(seed=2))
@@ -332,7 +334,7 @@ with tf.Graph().as_default() as graph:
     loss = tf.reduce_mean(tf.square(tf.reduce_sum(interest * query, axis=1) - 1.0))
     train = tf.train.AdamOptimizer(0.05).minimize(loss)
     rng = np.random.RandomState(4)
-    feed = {query: rng.uniform(-1, 1, (64, 8)).astype(np.float32), keys: rng.uniform(-1, 1, (64, 12, 8)).astype(np.float32)}
+    feed = {ad: rng.randint(0, 50, 64), history: rng.randint(0, 50, (64, 12))}
     with tf.Session() as session:
         session.run(tf.global_variables_initializer())
         losses = [float(session.run([loss, train], feed)[0]) for _ in range(8)]
@@ -345,7 +347,7 @@ def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     routed = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="1", RETF_FUSED_MATMUL_GRAD="0")
     stock = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="0", RETF_FUSED_MATMUL_GRAD="0")
-    assert routed["ops"] == ["Retf>PairConcatGrad"] and stock["ops"] == []
+    assert "Retf>PairConcatGrad" in routed["ops"] and "Retf>PairConcatGrad" not in stock["ops"]
     assert routed["losses"][-1] < routed["losses"][0]
     # The same training to float32 rounding: only the order of three sums per element can differ.
     for ours, theirs in zip(routed["losses"], stock["losses"]):
