@@ -303,8 +303,8 @@ def pair_concat_grad(grad, x, y, pieces, name=None):
     x, y, x - y, y - x, x * y, named by pieces ("x", "y", "x-y", "y-x", "x*y"; x and y once each).
 
     Returns (grad_x, grad_y, piece_grads): grad_x and grad_y are x's and y's whole gradients through the
-    concat and its differences and products, summed in the order TensorFlow's gradients sum them;
-    piece_grads are the concat gradient's slices, one per part (computed only where used).
+    concat and its differences and products, each the direct part's slice first, then the other parts in
+    piece order; piece_grads are the concat gradient's slices, one per part (computed only where used).
     """
     return load_library().retf_pair_concat_grad(grad, x, y, pieces=list(pieces), N=len(pieces), name=name)
 
@@ -352,8 +352,8 @@ def _pair_pieces(op, grad):
     rank = op.outputs[0].shape.rank
     if len(values) < 3 or axis is None or rank is None or int(axis) not in (-1, rank - 1):
         return None
-    if len({tf.compat.dimension_value(value.shape[-1]) for value in values} - {None}) != 1 or any(
-            tf.compat.dimension_value(value.shape[-1]) is None for value in values):
+    widths = {tf.compat.dimension_value(value.shape[-1]) for value in values}
+    if len(widths) != 1 or None in widths:
         return None
     names = [value.name for value in values]
 

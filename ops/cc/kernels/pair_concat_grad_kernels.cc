@@ -52,8 +52,8 @@ Status ParsePieces(const std::vector<std::string>& pieces, Sum* x, Sum* y) {
   return Status();
 }
 
-// out[0 .. d) = the direct slice, then each part added in order: the same roundings, in the same
-// order, as TensorFlow's slices, negations, products and AddN.
+// out[0 .. d) = the direct slice, then each part added in piece order: each part rounded as
+// TensorFlow's negations and products round it.
 template <typename T>
 void SumRow(const Sum& sum, const T* g, const T* other, int64_t d, T* out) {
   const T* direct = g + sum.direct * d;

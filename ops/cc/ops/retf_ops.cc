@@ -459,9 +459,9 @@ REGISTER_OP("Retf>TransposedMatMul")
 // The gradient of concat([x, y, x - y, x * y, ...], axis=-1), for x and y of one shape [..., D]
 // (DIN's activation unit builds its input so): each of the N pieces is one of "x", "y", "x-y",
 // "y-x", "x*y", with x and y each once. grad_x and grad_y are the whole gradients of x and y
-// through the concat and its differences and products, each summed as TensorFlow's gradients of
-// ConcatV2, Sub and Mul and their AddN sum it: the direct piece's slice first, then the others'
-// parts in piece order. piece_grads are the concat gradient's slices, computed only where used.
+// through the concat and its differences and products, each the direct piece's slice first, then
+// the others' parts in piece order (TensorFlow's AddN may add the same terms in another order).
+// piece_grads are the concat gradient's slices, computed only where used.
 REGISTER_OP("Retf>PairConcatGrad")
     .Input("grad: T")
     .Input("x: T")
