@@ -240,6 +240,16 @@ class SparseApplyAdamDenseTest(unittest.TestCase):
                 for got, expected in zip((var, m, v), want):
                     assert_close(self, got.numpy(), expected, dtype)
 
+    def test_variables_of_another_dtype_are_invalid_argument(self):
+        var, m, v = (tf.Variable(tf.ones([4, 2], tf.float64)) for _ in range(3))
+        for op in (retf.ops.sparse_apply_adam_dense, retf.ops.sparse_apply_adam):
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "holds double; the op's other inputs are float"):
+                op(var, m, v, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8, tf.ones([2, 2]), tf.constant([0, 1]))
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "holds double; the op's other inputs are float"):
+            retf.ops.adam_decay_untouched(var.handle, m.handle, v.handle, 0.9, 0.999, 0.1, 0.9, 0.999, 1e-8,
+                                          tf.constant([0, 1]))
+        np.testing.assert_array_equal(var.numpy(), np.ones((4, 2)))
+
     def test_out_of_range_index_changes_nothing(self):
         var, m, v = (tf.Variable(tf.ones([4, 2])) for _ in range(3))
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"indices\[1\] = 4 is not in \[0, 4\)"):
@@ -459,6 +469,16 @@ class FusedSparseKernelChecks(object):
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "shape"):
             self.apply(variables, tf.ones([2, 2]), tf.constant([0, 1]), 1)
 
+
+    def test_variables_of_another_dtype_are_invalid_argument(self):
+        """A resource variable's dtype is known only when the kernel runs: float64 tables with float32
+        inputs are an error, not an abort of the process."""
+        values = self.start(np.random.RandomState(6), np.float64, (10, 2))
+        variables = [tf.Variable(x) for x in values]
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "double|float64"):
+            self.apply(variables, tf.ones([2, 2], tf.float32), tf.constant([0, 1]), 1)
+        for got, want in zip(variables, values):
+            np.testing.assert_array_equal(got.numpy(), want)
 
 class SparseApplyAdagradTest(FusedSparseKernelChecks, unittest.TestCase):
     def apply(self, variables, grad, indices, step):

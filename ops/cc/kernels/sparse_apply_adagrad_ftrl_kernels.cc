@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sparse_apply_rows.h"
+#include "variable_dtypes.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -136,6 +137,7 @@ class SparseApplyAdagradOp : public FusedSparseOp {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    OP_REQUIRES_OK(ctx, retf::CheckVariableDtypes<T>(ctx, {0, 1}));
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_, true, {0, 1});
     SparseInputs<T, Tindex> in;
     constexpr int kGrad = kEpsilon ? 4 : 3;
@@ -168,6 +170,8 @@ class SparseApplyAdagradDecayOp : public FusedSparseOp {
   explicit SparseApplyAdagradDecayOp(OpKernelConstruction* ctx) : FusedSparseOp(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
+    OP_REQUIRES_OK(ctx, retf::CheckVariableDtypes<T>(ctx, {0, 1}));
+    OP_REQUIRES_OK(ctx, retf::CheckVariableDtypes<Tstep>(ctx, {2}));
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_, true, {0, 1});
     SparseInputs<T, Tindex> in;
     OP_REQUIRES_OK(ctx, PrepareSparseInputs<T, Tindex>(
@@ -207,6 +211,7 @@ class SparseApplyFtrlOp : public FusedSparseOp {
   explicit SparseApplyFtrlOp(OpKernelConstruction* ctx) : FusedSparseOp(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
+    OP_REQUIRES_OK(ctx, retf::CheckVariableDtypes<T>(ctx, {0, 1, 2}));
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_, true, {0, 1, 2});
     SparseInputs<T, Tindex> in;
     constexpr int kPower = kShrinkage ? 9 : 8;

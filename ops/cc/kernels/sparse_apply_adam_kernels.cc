@@ -4,6 +4,7 @@
 #define EIGEN_USE_THREADS
 
 #include "sparse_apply_adam_kernels.h"
+#include "variable_dtypes.h"
 
 #include <cmath>
 
@@ -60,12 +61,6 @@ Status GetAdamTables(OpKernelContext* ctx, bool use_exclusive_lock, Tensor* var,
                                       ", ", ctx->op_kernel().requested_input(1), ", ",
                                       ctx->op_kernel().requested_input(2));
   }
-  for (const Tensor* table : tables) {  // a resource's dtype is not the graph's to check
-    if (table->dtype() != DataTypeToEnum<T>::v()) {
-      return errors::InvalidArgument("var, m and v must be ", DataTypeString(DataTypeToEnum<T>::v()),
-                                     " as the other inputs are, got ", DataTypeString(table->dtype()));
-    }
-  }
   if (!var->shape().IsSameSize(m->shape()) || !var->shape().IsSameSize(v->shape())) {
     return errors::InvalidArgument("var, m and v must have the same shape, got ", var->shape().DebugString(), ", ",
                                    m->shape().DebugString(), " and ", v->shape().DebugString());
@@ -95,6 +90,7 @@ class SparseApplyAdamOp : public OpKernel {
     // variables in copy-on-read mode, updated in place. The dense update too: a variable an
     // embedding lookup gathers from is in that mode already, and updating it as a dense one
     // (copy first) would copy the whole table every step.
+    OP_REQUIRES_OK(ctx, retf::CheckVariableDtypes<T>(ctx, {0, 1, 2}));
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_,
                                                                      /*sparse=*/true, {0, 1, 2});
     Tensor var, m, v;
@@ -160,6 +156,7 @@ class AdamDecayUntouchedOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    OP_REQUIRES_OK(ctx, retf::CheckVariableDtypes<T>(ctx, {0, 1, 2}));
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_,
                                                                      /*sparse=*/true, {0, 1, 2});
     Tensor var, m, v;
