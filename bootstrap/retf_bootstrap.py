@@ -560,8 +560,8 @@ def _explain_cluster_errors(errors_impl, label):
                     "The task that reported this error runs without it: on another TensorFlow (e.g. a stock 1.15 ps) "
                     "or with RETF_OPS=0. Fix: run every task of the cluster (ps, chief, workers, evaluator) on this "
                     "same wheel with RETF_OPS unset; or build the graph without retf ops (RETF_SPARSE_ADAM=dense, "
-                    "RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0 and RETF_FUSED_MATMUL_GRAD=0 on the workers, and "
-                    "no retf optimizers)."
+                    "RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0, RETF_FUSED_MATMUL_GRAD=0 and "
+                    "RETF_FUSED_CONCAT_GRAD=0 on the workers, and no retf optimizers)."
                     % (found.group(1), label))
         return None
 
