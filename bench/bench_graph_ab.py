@@ -50,14 +50,20 @@ def gradient_registry():
 
 def set_concat_routing(on):
     """retf's concat gradient on or off for the graphs built next (whatever the bootstrap installed)."""
+    import retf.ops
     registry = gradient_registry()
-    if on:
-        import retf.ops
-        retf.ops.route_pair_concat_gradients()
-        return
-    for name in ("ConcatV2", "Sub", "Mul"):
-        function = registry[name]["type"]
-        registry[name]["type"] = getattr(function, "original", function)
+    retf.ops.route_pair_concat_gradients()
+    if not on:
+        for name in ("ConcatV2", "Sub", "Mul", "MatMul"):
+            registry[name]["type"] = without_route(registry[name]["type"], ("pair concat", "pair dense"))
+
+
+def without_route(function, routes):
+    """function, a registered gradient function, without the retf routings named routes wrapped around it
+    (the concat's are the outermost: the bootstrap installs them last)."""
+    while getattr(function, "route", None) in routes:
+        function = function.original
+    return function
 
 
 def build(model, inputs, data, batch):

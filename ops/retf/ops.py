@@ -4,6 +4,8 @@ Each function loads the op library on first use. Variables may be given as resou
 (or their handles) or, in graph mode, as reference variables.
 """
 
+import weakref
+
 import tensorflow as tf
 from tensorflow.python.eager import tape  # no public name in TF 2.x
 
@@ -280,8 +282,23 @@ def routed_matmul_gradient(original):
         grad_a = tf.linalg.matmul(grad, w, transpose_b=True)
         return grad_a, transposed_matmul(a, grad)
 
+    return _route(gradient, original, "weights")
+
+
+def _route(gradient, original, route):
+    """gradient, marked as the routing named route around original (which it falls back to)."""
     gradient.original = original
+    gradient.route = route
     return gradient
+
+
+def _routed(function, route):
+    """Whether function, a registered gradient function, is or wraps the routing named route."""
+    while function is not None:
+        if getattr(function, "route", None) == route:
+            return True
+        function = getattr(function, "original", None)
+    return False
 
 
 def route_weight_gradients():
@@ -289,7 +306,7 @@ def route_weight_gradients():
     transposed_matmul. Idempotent; returns whether it changed the registry."""
     from tensorflow.python.framework import ops as framework_ops  # the gradient registry has no public name
     entry = framework_ops._gradient_registry._registry["MatMul"]
-    if hasattr(entry["type"], "original"):
+    if _routed(entry["type"], "weights"):
         return False
     entry["type"] = routed_matmul_gradient(entry["type"])
     return True
@@ -381,54 +398,229 @@ def _pair_pieces(op, grad):
     return x, y, pieces
 
 
-def routed_concat_gradient(original):
-    """The gradient function for ConcatV2: original's, except that a concat of x, y and their differences
-    and products gives x and y their whole gradients from pair_concat_grad, in one pass."""
+PAIR_DENSE_INPUT_GRAD = "Retf>PairDenseInputGrad"
+# Ops that only read a tensor's shape: a concat they read still has one consumer of its values.
+_SHAPE_OPS = ("Shape", "ShapeN", "Rank", "Size")
+# Per graph, per Retf>PairDenseInputGrad op: (the concat's name, grad_x, grad_y, pieces, piece_grads),
+# what routed_pair_dense_gradient computed for the concat's own gradient to hand on.
+_PAIR_DENSE_GRADIENTS = weakref.WeakKeyDictionary()
+
+
+def pair_dense_input_grad(grad, w, like, num_pieces, name=None):
+    """The input gradient of a dense layer over tf.concat(pieces, -1), num_pieces pieces of like's shape
+    [..., D]: (input_grad, piece_grads), input_grad = grad w^T ([rows, num_pieces * D]) and piece_grads[i] =
+    grad w_i^T (like's shape) for w_i the i-th D rows of w. Each is computed only where a consumer of it runs.
+    """
+    return load_library().retf_pair_dense_input_grad(grad, w, like, P=num_pieces, name=name)
+
+
+@tf.RegisterGradient(PAIR_DENSE_INPUT_GRAD)
+def _pair_dense_input_grad_gradient(op, grad_input_grad, *grad_piece_grads):
+    """The gradients of pair_dense_input_grad, bilinear in grad and w (second-order gradients through the
+    activation unit's first layer)."""
+    grad, w, like = op.inputs
+    blocks = tf.split(w, op.get_attr("P"), axis=0)
+    d = tf.shape(like)[-1]
+    grad_grad = tf.zeros_like(grad)
+    grad_blocks = [tf.zeros_like(block) for block in blocks]
+    if grad_input_grad is not None:
+        grad_grad += tf.linalg.matmul(grad_input_grad, w)
+        grad_blocks = tf.split(tf.linalg.matmul(grad_input_grad, grad, transpose_a=True), len(blocks), axis=0)
+    for i, upstream in enumerate(grad_piece_grads):
+        if upstream is not None:
+            upstream = tf.reshape(upstream, [-1, d])
+            grad_grad += tf.linalg.matmul(upstream, blocks[i])
+            grad_blocks[i] += tf.linalg.matmul(upstream, grad, transpose_a=True)
+    return grad_grad, tf.concat(grad_blocks, axis=0), None
+
+
+def _data_consumers(value):
+    return [op for op in value.consumers() if op.type not in _SHAPE_OPS]
+
+
+def _pair_dense_pieces(op):
+    """For op, a MatMul a @ w whose a is a concat of pair pieces (_pair_pieces) seen through reshapes,
+    identities and identity transposes (tf.layers.dense's tensordot on a sequence), each the only reader of
+    the one before: (the concat's op, x, y, pieces); None otherwise."""
+    if op.get_attr("transpose_a") or op.get_attr("transpose_b") or op.get_attr("T") not in (tf.float32, tf.float64):
+        return None
+    if "GPU" in getattr(op, "device", "").upper() or getattr(op, "skip_input_indices", None):
+        return None
+    try:
+        value, w = op.inputs
+        value.consumers()  # a tape's recorded op (eager) holds values only
+    except (AttributeError, ValueError):
+        return None
+    for _ in range(_MAX_IDENTITIES):
+        if len(_data_consumers(value)) != 1:
+            return None
+        producer = value.op
+        if producer.type == "ConcatV2":
+            break
+        if producer.type == "Transpose":
+            perm = tf.get_static_value(producer.inputs[1])
+            if perm is None or list(perm) != list(range(len(perm))):
+                return None
+        elif producer.type not in ("Reshape", "Identity"):
+            return None
+        value = producer.inputs[0]
+    else:
+        return None
+    matched = _pair_pieces(value.op, value)
+    if matched is None:
+        return None
+    x, y, pieces = matched
+    width = tf.compat.dimension_value(x.shape[-1]) * len(pieces)
+    if w.shape.rank != 2 or tf.compat.dimension_value(w.shape[0]) != width:
+        return None
+    return value.op, x, y, pieces
+
+
+def _pair_dense_gradients(concat, x, y, pieces, w, grad):
+    """The gradients of a dense layer z = concat(pieces) w, grad = dL/dz, by the pieces' linearity: every
+    piece is a signed x or y, or their product, so w's gradient needs grad^T x, grad^T y and grad^T (x * y)
+    (one product less than a difference's own), and the concat's needs grad times three blocks of w, not
+    four; pair_concat_grad then adds the product's part. Returns (input_grad, w's gradient): input_grad is
+    pair_dense_input_grad's, computed only if a program reads the concat's gradient itself; x's and y's
+    gradients wait in _PAIR_DENSE_GRADIENTS for the concat's gradient function."""
+    d = tf.compat.dimension_value(x.shape[-1])
+    blocks = tf.split(w, len(pieces), axis=0)
+    signs = {"x": (1, 0), "y": (0, 1), "x-y": (1, -1), "y-x": (-1, 1), "x*y": (0, 0)}
+
+    def signed_sum(operand):
+        total = None
+        for piece, block in zip(pieces, blocks):
+            sign = signs[piece][operand]
+            if sign:
+                term = block if sign > 0 else -block
+                total = term if total is None else total + term
+        return total
+
+    products = [block for piece, block in zip(pieces, blocks) if piece == "x*y"]
+    reduced = [signed_sum(0), signed_sum(1)] + ([tf.add_n(products)] if products else [])
+    parts = tf.linalg.matmul(grad, tf.concat(reduced, axis=0), transpose_b=True)
+    parts = tf.reshape(parts, tf.concat([tf.shape(x)[:-1], [len(reduced) * d]], axis=0))
+    if products:
+        grad_x, grad_y, _ = pair_concat_grad(parts, x, y, ["x", "y", "x*y"])
+    else:
+        grad_x, grad_y = tf.split(parts, 2, axis=-1)
+
+    def rows(value):
+        return tf.reshape(value, [-1, d])
+
+    grad_of_x, grad_of_y = transposed_matmul(grad, rows(x)), transposed_matmul(grad, rows(y))
+    columns = []
+    for piece, value in zip(pieces, concat.inputs[:-1]):
+        if piece == "x*y":
+            columns.append(transposed_matmul(grad, rows(value)))
+        elif piece == "x":
+            columns.append(grad_of_x)
+        elif piece == "y":
+            columns.append(grad_of_y)
+        else:
+            columns.append(grad_of_x - grad_of_y if piece == "x-y" else grad_of_y - grad_of_x)
+    grad_w = tf.transpose(tf.concat(columns, axis=1))
+    input_grad, piece_grads = pair_dense_input_grad(grad, w, x, len(pieces))
+    _PAIR_DENSE_GRADIENTS.setdefault(input_grad.graph, {})[input_grad.op.name] = (
+        concat.name, grad_x, grad_y, pieces, piece_grads)
+    return input_grad, grad_w
+
+
+def routed_pair_dense_gradient(original):
+    """The gradient function for MatMul: original's, except for a dense layer over a concat of x, y and
+    their differences and products (DIN's activation unit), whose gradients come by the pieces' linearity
+    (_pair_dense_gradients) in about three quarters of the multiply-adds."""
 
     def gradient(op, grad):
-        matched = _pair_pieces(op, grad)
+        matched = _pair_dense_pieces(op) if isinstance(grad, tf.Tensor) else None
         if matched is None:
             return original(op, grad)
-        x, y, pieces = matched
-        grad_x, grad_y, piece_grads = pair_concat_grad(grad, x, y, pieces)
+        concat, x, y, pieces = matched
+        return _pair_dense_gradients(concat, x, y, pieces, op.inputs[1], grad)
+
+    return _route(gradient, original, "pair dense")
+
+
+def _gradient_source(grad, passing):
+    """The tensor grad comes from, looking through up to _MAX_IDENTITIES ops of the types in passing."""
+    value = grad
+    for _ in range(_MAX_IDENTITIES):
+        producer = getattr(value, "op", None)  # a tape's (eager) gradients have none
+        if getattr(producer, "type", None) not in passing:
+            break
+        value = producer.inputs[0]
+    return value
+
+
+def _pair_dense_handoff(op, grad):
+    """What routed_pair_dense_gradient computed for op, a concat, when grad is its lazy input_grad (through
+    the gradients of the reshapes and transposes between them): (grad_x, grad_y, pieces, piece_grads)."""
+    source = _gradient_source(grad, ("Identity", "Reshape", "Transpose"))
+    producer = getattr(source, "op", None)
+    if getattr(producer, "type", None) != PAIR_DENSE_INPUT_GRAD or source.value_index != 0:
+        return None
+    handed = _PAIR_DENSE_GRADIENTS.get(producer.graph, {}).get(producer.name)
+    if handed is None or handed[0] != op.name:
+        return None
+    return handed[1:]
+
+
+# The index of the first piece gradient among the outputs of the ops that hand the pieces theirs.
+_FIRST_PIECE_OUTPUT = {PAIR_CONCAT_GRAD: 2, PAIR_DENSE_INPUT_GRAD: 1}
+
+
+def routed_concat_gradient(original):
+    """The gradient function for ConcatV2: original's, except that a concat of x, y and their differences
+    and products gives x and y their whole gradients from pair_concat_grad, in one pass (or from the dense
+    layer after it, routed_pair_dense_gradient)."""
+
+    def gradient(op, grad):
+        handed = _pair_dense_handoff(op, grad)
+        if handed is not None:
+            grad_x, grad_y, pieces, piece_grads = handed
+        else:
+            matched = _pair_pieces(op, grad)
+            if matched is None:
+                return original(op, grad)
+            x, y, pieces = matched
+            grad_x, grad_y, piece_grads = pair_concat_grad(grad, x, y, pieces)
         # The differences' and products' own gradients (routed_piece_gradient) then add nothing more.
         return [grad_x if piece == "x" else grad_y if piece == "y" else piece_grads[i]
                 for i, piece in enumerate(pieces)] + [None]
 
-    gradient.original = original
-    return gradient
+    return _route(gradient, original, "pair concat")
 
 
 def routed_piece_gradient(original):
-    """The gradient function for Sub and Mul: none where the gradient is a slice of pair_concat_grad, whose
-    grad_x and grad_y already hold this difference's or product's part; original's otherwise."""
+    """The gradient function for Sub and Mul: none where the gradient is a piece's slice from
+    pair_concat_grad or pair_dense_input_grad, whose grad_x and grad_y already hold this difference's or
+    product's part; original's otherwise (x or y itself may be a difference or a product)."""
 
     def gradient(op, grad):
-        source = getattr(grad, "op", None)  # a tape's (eager) gradients have none
-        for _ in range(_MAX_IDENTITIES):  # gate_gradients passes each gradient through an Identity
-            if getattr(source, "type", None) != "Identity":
-                break
-            source = source.inputs[0].op
-        if getattr(source, "type", None) == PAIR_CONCAT_GRAD:
+        source = _gradient_source(grad, ("Identity",))  # gate_gradients passes each gradient through one
+        first = _FIRST_PIECE_OUTPUT.get(getattr(getattr(source, "op", None), "type", None))
+        if first is not None and source.value_index >= first:  # a piece's slice, not grad_x or grad_y
             return None, None
         return original(op, grad)
 
-    gradient.original = original
-    return gradient
+    return _route(gradient, original, "pair concat")
 
 
 def route_pair_concat_gradients():
     """Make every ConcatV2 gradient built from now on in this process take a concat of x, y and their
-    differences and products (x - y, x * y: DIN's activation unit) from pair_concat_grad. Idempotent;
+    differences and products (x - y, x * y: DIN's activation unit) from pair_concat_grad, and a dense layer
+    over such a concat its gradients by the pieces' linearity (routed_pair_dense_gradient). Idempotent;
     returns whether it changed the registry."""
     from tensorflow.python.framework import ops as framework_ops  # the gradient registry has no public name
     registry = framework_ops._gradient_registry._registry
-    if hasattr(registry["ConcatV2"]["type"], "original"):
-        return False
-    for op_type in _PIECE_OPS:
-        registry[op_type]["type"] = routed_piece_gradient(registry[op_type]["type"])
-    registry["ConcatV2"]["type"] = routed_concat_gradient(registry["ConcatV2"]["type"])
-    return True
+    routings = [(op_type, "pair concat", routed_piece_gradient) for op_type in _PIECE_OPS] + [
+        ("ConcatV2", "pair concat", routed_concat_gradient), ("MatMul", "pair dense", routed_pair_dense_gradient)]
+    changed = False
+    for op_type, route, routed in routings:
+        if not _routed(registry[op_type]["type"], route):
+            registry[op_type]["type"] = routed(registry[op_type]["type"])
+            changed = True
+    return changed
 
 
 # The kernel label under which retf's DecodeCSV kernel is always registered: a graph built under

@@ -982,13 +982,16 @@ class PairConcatGradTest(unittest.TestCase):
     def setUp(self):
         from tensorflow.python.framework import ops as framework_ops
         self.registry = framework_ops._gradient_registry._registry
-        self.saved = {name: self.registry[name]["type"] for name in ("ConcatV2", "Sub", "Mul")}
+        self.saved = {name: self.registry[name]["type"] for name in ("ConcatV2", "Sub", "Mul", "MatMul")}
         self.unroute()
 
     def unroute(self):
-        """TensorFlow's own gradients (a wheel's bootstrap may have routed them at import)."""
+        """TensorFlow's own gradients (a wheel's bootstrap may have routed them at import), and MatMul's
+        without the dense layer's routing (the weight gradients' may stay)."""
         for name, function in self.saved.items():
-            self.registry[name]["type"] = getattr(function, "original", function)
+            while getattr(function, "route", None) in ("pair concat", "pair dense"):
+                function = function.original
+            self.registry[name]["type"] = function
 
     def tearDown(self):
         for name, function in self.saved.items():
@@ -1120,6 +1123,161 @@ class PairConcatGradTest(unittest.TestCase):
         routed = penalty_gradients()
         for got, want in zip(routed, stock):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+    def test_keys_made_by_a_product_keep_their_gradient(self):
+        # The keys masked by a multiplication (history * mask) reach the loss only through the unit: the
+        # Mul that made them must pass grad_y on, not take it for a piece's slice.
+        def gradients(dense):
+            with tf.Graph().as_default():
+                query_feed, keys_feed = self.feeds()
+                query, history = tf.constant(query_feed), tf.constant(keys_feed)
+                keys = history * tf.constant(np.tile(np.array([[[1.0]] * 9 + [[0.0]] * 2], np.float32), [8, 1, 1]))
+                queries = tf.tile(tf.expand_dims(query, 1), [1, 11, 1])
+                net = tf.concat([queries, keys, queries - keys, queries * keys], -1)
+                if dense:
+                    net = tf.compat.v1.layers.dense(net, 5, kernel_initializer=tf.compat.v1.ones_initializer())
+                grads = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(net)), [query, history], gate_gradients=True)
+                with tf.compat.v1.Session() as session:
+                    session.run(tf.compat.v1.global_variables_initializer())
+                    return session.run(grads)
+
+        for dense in (False, True):
+            with self.subTest(dense=dense):
+                self.unroute()
+                stock = gradients(dense)
+                retf.ops.route_pair_concat_gradients()
+                routed = gradients(dense)
+                self.assertGreater(np.abs(stock[1]).max(), 0)
+                for got, want in zip(routed, stock):
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def pair_dense_input_grad_reference(grad, w, like, num_pieces):
+    """grad w^T, whole and by blocks of like's last dimension, in float64."""
+    whole = grad.astype(np.float64) @ w.astype(np.float64).T
+    d = like.shape[-1]
+    return whole, [whole[:, i * d:(i + 1) * d].reshape(like.shape) for i in range(num_pieces)]
+
+
+class PairDenseGradTest(unittest.TestCase):
+    """Retf>PairDenseInputGrad against NumPy, and a dense layer over DIN's activation-unit concat routed by
+    its pieces' linearity (retf.ops.route_pair_concat_gradients), against TensorFlow's gradients."""
+
+    PIECE_ORDERS = PairConcatGradTest.PIECE_ORDERS
+    setUp, unroute, tearDown = PairConcatGradTest.setUp, PairConcatGradTest.unroute, PairConcatGradTest.tearDown
+    feeds = PairConcatGradTest.feeds
+
+    def test_input_grad_matches_numpy_over_dtypes_and_shapes(self):
+        rng = np.random.RandomState(35)
+        for dtype in FLOATS:
+            for like_shape, pieces, units in (((4, 7, 6), 4, 5), ((9, 3), 3, 1), ((2, 0, 4), 5, 3), ((5, 2), 1, 0)):
+                with self.subTest(dtype=dtype.__name__, like=like_shape, pieces=pieces, units=units):
+                    rows = int(np.prod(like_shape[:-1]))
+                    like = rng.uniform(-1, 1, like_shape).astype(dtype)
+                    grad = rng.uniform(-1, 1, (rows, units)).astype(dtype)
+                    w = rng.uniform(-1, 1, (like_shape[-1] * pieces, units)).astype(dtype)
+                    whole, by_piece = retf.ops.pair_dense_input_grad(grad, w, like, pieces)
+                    want_whole, want_pieces = pair_dense_input_grad_reference(grad, w, like, pieces)
+                    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+                    np.testing.assert_allclose(whole.numpy(), want_whole, rtol=tolerance, atol=tolerance)
+                    self.assertEqual(len(by_piece), pieces)
+                    for got, want in zip(by_piece, want_pieces):
+                        self.assertEqual(got.shape, like.shape)
+                        np.testing.assert_allclose(got.numpy(), want, rtol=tolerance, atol=tolerance)
+
+    def test_bad_shapes_are_invalid_argument(self):
+        like = tf.ones([3, 4])
+        with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), "16|12"):
+            retf.ops.pair_dense_input_grad(tf.ones([3, 5]), tf.ones([12, 5]), like, 4)
+        with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), "5|6"):
+            retf.ops.pair_dense_input_grad(tf.ones([3, 5]), tf.ones([16, 6]), like, 4)
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "rows"):
+            retf.ops.pair_dense_input_grad(tf.ones([2, 5]), tf.ones([16, 5]), like, 4)
+
+    def dense_unit(self, pieces, sequence, targets=lambda names: [], gate=True):
+        """A dense layer (5 units, sigmoid) over concat(pieces) of a query and keys, then a second layer and
+        a loss, in a fresh graph: (retf op types, the gradients of the loss for the query, the keys, the
+        first layer's kernel and bias, then targets' tensors)."""
+        rng = np.random.RandomState(36)
+        query_feed, keys_feed = self.feeds()
+        with tf.Graph().as_default() as graph:
+            query = tf.constant(query_feed)
+            keys = tf.constant(keys_feed if sequence else keys_feed[:, 0])
+            x = tf.tile(tf.expand_dims(query, 1), [1, 11, 1]) if sequence else query * 1.5
+            y = keys * 1.0
+            parts = {"x": x, "y": y, "x-y": x - y, "y-x": y - x, "x*y": x * y}
+            made = [parts[piece] for piece in pieces]
+            net = tf.concat(made, axis=-1)
+            kernel = tf.Variable(rng.uniform(-1, 1, (6 * len(pieces), 5)).astype(np.float32))
+            bias = tf.Variable(rng.uniform(-1, 1, 5).astype(np.float32))
+            if sequence:  # tf.layers.dense on a sequence: tensordot's transpose and reshapes
+                hidden = tf.nn.sigmoid(tf.tensordot(net, kernel, [[2], [0]]) + bias)
+            else:
+                hidden = tf.nn.sigmoid(tf.matmul(net, kernel) + bias)
+            loss = tf.reduce_sum(tf.sin(3.0 * hidden))
+            names = {"net": net, "made": made}
+            grads = tf.compat.v1.gradients(loss, [query, keys, kernel, bias] + targets(names), gate_gradients=gate)
+            types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                return types, session.run(grads)
+
+    def assert_routed_matches_stock(self, **kwargs):
+        self.unroute()
+        stock_types, stock = self.dense_unit(**kwargs)
+        retf.ops.route_pair_concat_gradients()
+        types, routed = self.dense_unit(**kwargs)
+        self.assertNotIn("Retf>PairDenseInputGrad", stock_types)
+        for got, want in zip(routed, stock):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        return types
+
+    def test_routed_layer_gradients_are_tensorflows(self):
+        for pieces in self.PIECE_ORDERS + (["x", "y", "x-y"], ["y-x", "y", "x"]):
+            for sequence in (True, False):
+                for gate in (True, False):
+                    with self.subTest(pieces=pieces, sequence=sequence, gate=gate):
+                        types = self.assert_routed_matches_stock(pieces=pieces, sequence=sequence, gate=gate)
+                        self.assertIn("Retf>PairDenseInputGrad", types)
+
+    def test_the_concats_and_the_pieces_own_gradients(self):
+        # What the routing leaves uncomputed, computed where a program asks for it.
+        for targets in (lambda names: [names["net"]], lambda names: names["made"][2:]):
+            with self.subTest(targets=targets):
+                types = self.assert_routed_matches_stock(pieces=["x", "y", "x-y", "x*y"], sequence=True,
+                                                         targets=targets)
+                self.assertIn("Retf>PairDenseInputGrad", types)
+
+    def test_second_order_gradients_through_the_routed_layer(self):
+        def penalty_gradients():
+            with tf.Graph().as_default():
+                query_feed, keys_feed = self.feeds()
+                query, keys = tf.constant(query_feed), tf.constant(keys_feed)
+                queries = tf.tile(tf.expand_dims(query, 1), [1, 11, 1])
+                net = tf.concat([queries, keys, queries - keys, queries * keys], -1)
+                kernel = tf.constant(np.random.RandomState(37).uniform(-1, 1, (24, 5)).astype(np.float32))
+                loss = tf.reduce_sum(tf.sin(tf.tensordot(net, kernel, [[2], [0]])))
+                grad_keys = tf.compat.v1.gradients(loss, [keys])[0]
+                second = tf.compat.v1.gradients(tf.reduce_sum(tf.square(grad_keys)), [query, keys, kernel])
+                with tf.compat.v1.Session() as session:
+                    return session.run(second)
+
+        stock = penalty_gradients()
+        retf.ops.route_pair_concat_gradients()
+        for got, want in zip(penalty_gradients(), stock):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+    def test_a_concat_read_elsewhere_keeps_the_layers_tensorflow_gradient(self):
+        retf.ops.route_pair_concat_gradients()
+        with tf.Graph().as_default() as graph:
+            x, y = tf.ones([4, 3]), tf.ones([4, 3]) * 2.0
+            net = tf.concat([x, y, x - y, x * y], -1)
+            kernel = tf.Variable(tf.ones([12, 2]))
+            loss = tf.reduce_sum(tf.matmul(net, kernel)) + tf.reduce_sum(tf.sin(net))
+            tf.compat.v1.gradients(loss, [x, y, kernel])
+            types = {op.type for op in graph.get_operations()}
+        self.assertNotIn("Retf>PairDenseInputGrad", types)
 
 
 def ancestors(op):

@@ -456,6 +456,39 @@ REGISTER_OP("Retf>TransposedMatMul")
       return Status();
     });
 
+// The input gradient of a dense layer z = concat(pieces, -1) w, for P pieces of like's shape [..., D]
+// (DIN's activation unit: [x, y, x - y, x * y]) and grad = dL/dz as a matrix: input_grad = grad w^T
+// ([rows, P * D], the concat's gradient as the layer sees it) and piece_grads[i] = grad w_i^T (like's
+// shape), w_i the i-th block of D rows of w. Each output is computed only where a consumer of it runs:
+// retf routes the layer's whole gradient through cheaper products and reads none of them, unless a
+// program asks for the gradient of the concat or of a piece itself.
+REGISTER_OP("Retf>PairDenseInputGrad")
+    .Input("grad: T")
+    .Input("w: T")
+    .Input("like: T")
+    .Output("input_grad: T")
+    .Output("piece_grads: P * T")
+    .Attr("P: int >= 1")
+    .Attr("T: {float, double}")
+    .SetShapeFn([](InferenceContext* c) {
+      int p;
+      TF_RETURN_IF_ERROR(c->GetAttr("P", &p));
+      ShapeHandle grad, w, like;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &grad));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &w));
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(2), 1, &like));
+      DimensionHandle units;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 1), c->Dim(w, 1), &units));
+      DimensionHandle width = c->Dim(w, 0);
+      if (c->RankKnown(like)) {
+        TF_RETURN_IF_ERROR(c->Multiply(c->Dim(like, c->Rank(like) - 1), p, &width));
+        TF_RETURN_IF_ERROR(c->Merge(width, c->Dim(w, 0), &width));
+      }
+      c->set_output(0, c->Matrix(c->Dim(grad, 0), width));
+      for (int i = 0; i < p; ++i) c->set_output(1 + i, like);
+      return Status();
+    });
+
 // The gradient of concat([x, y, x - y, x * y, ...], axis=-1), for x and y of one shape [..., D]
 // (DIN's activation unit builds its input so): each of the N pieces is one of "x", "y", "x-y",
 // "y-x", "x*y", with x and y each once. grad_x and grad_y are the whole gradients of x and y
