@@ -4,8 +4,9 @@
         python bench/bench_graph_ab.py --model din --change concat --data taobao.csv [--blocks 24]
 
 Builds the model twice in one process (bench/models/, Adam, the model's batch): graph A with the change
-(--change concat: the gradient of the activation unit's concat from retf's kernel, as
-v1_fused_concat_grad routes it; --change split: retf.train.AdamOptimizer's early decay of untouched rows,
+(--change concat: the gradients of the activation unit's concat and of the dense layer after it from
+retf's kernels, as v1_fused_concat_grad routes them; --change dense: the dense layer's alone, the concat's
+routed on both sides; --change split: retf.train.AdamOptimizer's early decay of untouched rows,
 RETF_SPLIT_DENSE_ADAM=1), graph B without it, each in its own session on the same data. Then it runs
 blocks of 20 steps, A and B in turns (the order flipping every block), and prints the median step time
 of each and the median of the per-block ratio B/A: above 1, the change is faster. Between processes
@@ -37,7 +38,7 @@ MODEL_INPUTS = {"din": ("taobao", 512), "dien": ("taobao", 128), "dssm": ("taoba
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, choices=sorted(MODEL_INPUTS))
-    parser.add_argument("--change", required=True, choices=["concat", "split"])
+    parser.add_argument("--change", required=True, choices=["concat", "dense", "split"])
     parser.add_argument("--data", required=True, help="the model's CSV (bench_models.py writes them)")
     parser.add_argument("--blocks", type=int, default=24, help="blocks of %d steps per side" % BLOCK_STEPS)
     return parser.parse_args()
@@ -93,6 +94,11 @@ def main():
     for side, on in (("B", False), ("A", True)):  # B first: routing is process-wide once installed
         if args.change == "concat":
             set_concat_routing(on)
+        elif args.change == "dense":
+            set_concat_routing(True)
+            if not on:
+                registry = gradient_registry()
+                registry["MatMul"]["type"] = without_route(registry["MatMul"]["type"], ("pair dense",))
         else:
             set_concat_routing(True)
             os.environ["RETF_SPLIT_DENSE_ADAM"] = "1" if on else "0"

@@ -1979,6 +1979,10 @@ def threaded_outputs(threads):
     pair_inputs = [rng.uniform(-1, 1, (30000, width)).astype(np.float32) for width in (4 * 18, 18, 18)]
     pair = retf.ops.pair_concat_grad(*pair_inputs, ["x", "y", "x-y", "x*y"])
     fused.update(pair_x=pair[0].numpy(), pair_y=pair[1].numpy(), pair_slice=pair[2][3].numpy())
+    # The dense layer's lazy input gradient, whole and one piece, over many rows.
+    dense_inputs = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in ((30000, 40), (72, 40), (30000, 18))]
+    dense_whole, dense_pieces = retf.ops.pair_dense_input_grad(*dense_inputs, 4)
+    fused.update(pair_dense_whole=dense_whole.numpy(), pair_dense_piece=dense_pieces[2].numpy())
     for name in ("adagrad", "ftrl", "adagrad_decay"):
         tables = [tf.Variable(rng.uniform(0.1, 1, shape).astype(np.float32)) for _ in range(3)]
         counts = tf.Variable(np.zeros(shape[0], np.int64))
