@@ -476,6 +476,37 @@ def _pair_dense_pieces(op):
     return value.op, x, y, pieces
 
 
+def _repeated_rows(x):
+    """q where x [B, T, D] is q [B, D] repeated over its axis 1 (DIN's query against each step of the
+    behaviour sequence): tf.tile(tf.expand_dims(q, 1), [1, T, 1]), or tf.reshape(tf.tile(q, [1, T]),
+    tf.shape(keys)) as the original DIN code writes it; None for any other x."""
+    from tensorflow.python.framework import tensor_util  # constant_value_as_shape has no public name
+
+    if x.shape.rank != 3:
+        return None
+    producer = x.op
+    if producer.type == "Tile":
+        source = producer.inputs[0]
+        multiples = tensor_util.constant_value_as_shape(producer.inputs[1])
+        if source.op.type != "ExpandDims" or multiples.rank != 3 or [multiples[0], multiples[2]] != [1, 1]:
+            return None
+        if tf.get_static_value(source.op.inputs[1]) not in (1, -2):
+            return None
+        query = source.op.inputs[0]
+    elif producer.type == "Reshape" and producer.inputs[0].op.type == "Tile":
+        # [B, T * D] reshaped to rows of D (q's width, checked below): row i of x is q's row i // T.
+        tile = producer.inputs[0].op
+        multiples = tensor_util.constant_value_as_shape(tile.inputs[1])
+        if multiples.rank != 2 or multiples[0] != 1:
+            return None
+        query = tile.inputs[0]
+    else:
+        return None
+    if query.shape.rank != 2 or tf.compat.dimension_value(query.shape[-1]) != tf.compat.dimension_value(x.shape[-1]):
+        return None
+    return query
+
+
 def _pair_dense_gradients(concat, x, y, pieces, w, grad):
     """The gradients of a dense layer z = concat(pieces) w, grad = dL/dz, by the pieces' linearity: every
     piece is a signed x or y, or their product, so w's gradient needs grad^T x, grad^T y and grad^T (x * y)
@@ -508,7 +539,16 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
     def rows(value):
         return tf.reshape(value, [-1, d])
 
-    grad_of_x, grad_of_y = transposed_matmul(grad, rows(x)), transposed_matmul(grad, rows(y))
+    def operand_gradient(value):
+        """grad^T value, [units, D]; for a query repeated over the sequence (value[b, t] = q[b]), q's rows
+        against grad's sums over t."""
+        repeated = _repeated_rows(value)
+        if repeated is None:
+            return transposed_matmul(grad, rows(value))
+        steps = tf.reshape(grad, tf.stack([tf.shape(repeated)[0], -1, tf.shape(grad)[-1]]))
+        return transposed_matmul(tf.reduce_sum(steps, axis=1), repeated)
+
+    grad_of_x, grad_of_y = operand_gradient(x), operand_gradient(y)
     columns = []
     for piece, value in zip(pieces, concat.inputs[:-1]):
         if piece == "x*y":

@@ -1195,7 +1195,13 @@ class PairDenseGradTest(unittest.TestCase):
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "rows"):
             retf.ops.pair_dense_input_grad(tf.ones([2, 5]), tf.ones([16, 5]), like, 4)
 
-    def dense_unit(self, pieces, sequence, targets=lambda names: [], gate=True):
+    # How x repeats the query over the sequence: TF 1.x programs' two ways, and a reshape whose rows take
+    # each of half the query's rows twice over.
+    REPEATS = {"expand": lambda query, keys: tf.tile(tf.expand_dims(query, 1), [1, tf.shape(keys)[1], 1]),
+               "reshape": lambda query, keys: tf.reshape(tf.tile(query, [1, tf.shape(keys)[1]]), tf.shape(keys)),
+               "halves": lambda query, keys: tf.reshape(tf.tile(query[:4], [1, 22]), tf.shape(keys))}
+
+    def dense_unit(self, pieces, sequence, targets=lambda names: [], gate=True, repeat="expand"):
         """A dense layer (5 units, sigmoid) over concat(pieces) of a query and keys, then a second layer and
         a loss, in a fresh graph: (retf op types, the gradients of the loss for the query, the keys, the
         first layer's kernel and bias, then targets' tensors)."""
@@ -1204,7 +1210,7 @@ class PairDenseGradTest(unittest.TestCase):
         with tf.Graph().as_default() as graph:
             query = tf.constant(query_feed)
             keys = tf.constant(keys_feed if sequence else keys_feed[:, 0])
-            x = tf.tile(tf.expand_dims(query, 1), [1, 11, 1]) if sequence else query * 1.5
+            x = self.REPEATS[repeat](query, keys) if sequence else query * 1.5
             y = keys * 1.0
             parts = {"x": x, "y": y, "x-y": x - y, "y-x": y - x, "x*y": x * y}
             made = [parts[piece] for piece in pieces]
@@ -1219,6 +1225,9 @@ class PairDenseGradTest(unittest.TestCase):
             names = {"net": net, "made": made}
             grads = tf.compat.v1.gradients(loss, [query, keys, kernel, bias] + targets(names), gate_gradients=gate)
             types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+            if any(op.type == "Retf>TransposedMatMul" and op.inputs[0].op.type == "Sum"
+                   for op in graph.get_operations()):
+                types.append("(the query's sum over the sequence)")
             with tf.compat.v1.Session() as session:
                 session.run(tf.compat.v1.global_variables_initializer())
                 return types, session.run(grads)
@@ -1240,6 +1249,16 @@ class PairDenseGradTest(unittest.TestCase):
                     with self.subTest(pieces=pieces, sequence=sequence, gate=gate):
                         types = self.assert_routed_matches_stock(pieces=pieces, sequence=sequence, gate=gate)
                         self.assertIn("Retf>PairDenseInputGrad", types)
+
+    def test_a_repeated_query_takes_its_weight_gradient_from_its_sums_over_the_sequence(self):
+        for repeat in sorted(self.REPEATS):
+            for pieces in (["x", "y", "x-y", "x*y"], ["y-x", "x*y", "y", "x"]):
+                with self.subTest(repeat=repeat, pieces=pieces):
+                    types = self.assert_routed_matches_stock(pieces=pieces, sequence=True, repeat=repeat)
+                    self.assertIn("(the query's sum over the sequence)", types)
+        # Rows that do not repeat are summed one by one.
+        types = self.assert_routed_matches_stock(pieces=["y", "x", "x-y"], sequence=False)
+        self.assertNotIn("(the query's sum over the sequence)", types)
 
     def test_the_concats_and_the_pieces_own_gradients(self):
         # What the routing leaves uncomputed, computed where a program asks for it.
