@@ -1106,24 +1106,29 @@ class PairConcatGradTest(unittest.TestCase):
         self.assertEqual(types(lambda x, y: tf.cast(tf.concat([tf.cast(t, tf.float16) for t in (x, y, x - y)], -1),
                                                     tf.float32)), [])
 
+    def penalty_gradients(self, dense):
+        """A gradient penalty's gradients, second order through the activation unit's concat (and, with
+        dense, a layer over it) for the query, the keys (and the layer's kernel)."""
+        with tf.Graph().as_default():
+            query_feed, keys_feed = self.feeds()
+            query, keys = tf.constant(query_feed), tf.constant(keys_feed)
+            queries = tf.tile(tf.expand_dims(query, 1), [1, 11, 1])
+            net = tf.concat([queries, keys, queries - keys, queries * keys], -1)
+            targets = [query, keys]
+            if dense:
+                kernel = tf.constant(np.random.RandomState(37).uniform(-1, 1, (24, 5)).astype(np.float32))
+                net = tf.tensordot(net, kernel, [[2], [0]])
+                targets.append(kernel)
+            grad_keys = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(net)), [keys])[0]
+            second = tf.compat.v1.gradients(tf.reduce_sum(tf.square(grad_keys)), targets)
+            with tf.compat.v1.Session() as session:
+                return session.run(second)
+
     def test_second_order_gradients_through_the_routed_gradient(self):
-        def penalty_gradients():
-            with tf.Graph().as_default():
-                query_feed, keys_feed = self.feeds()
-                query, keys = tf.constant(query_feed), tf.constant(keys_feed)
-                queries = tf.tile(tf.expand_dims(query, 1), [1, 11, 1])
-                net = tf.concat([queries, keys, queries - keys, queries * keys], -1)
-                grad_keys = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(net)), [keys])[0]
-                second = tf.compat.v1.gradients(tf.reduce_sum(tf.square(grad_keys)), [query, keys])
-                with tf.compat.v1.Session() as session:
-                    return session.run(second)
-
-        stock = penalty_gradients()
+        stock = self.penalty_gradients(dense=False)
         retf.ops.route_pair_concat_gradients()
-        routed = penalty_gradients()
-        for got, want in zip(routed, stock):
+        for got, want in zip(self.penalty_gradients(dense=False), stock):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
-
 
     def test_keys_made_by_a_product_keep_their_gradient(self):
         # The keys masked by a multiplication (history * mask) reach the loss only through the unit: the
@@ -1166,7 +1171,7 @@ class PairDenseGradTest(unittest.TestCase):
 
     PIECE_ORDERS = PairConcatGradTest.PIECE_ORDERS
     setUp, unroute, tearDown = PairConcatGradTest.setUp, PairConcatGradTest.unroute, PairConcatGradTest.tearDown
-    feeds = PairConcatGradTest.feeds
+    feeds, penalty_gradients = PairConcatGradTest.feeds, PairConcatGradTest.penalty_gradients
 
     def test_input_grad_matches_numpy_over_dtypes_and_shapes(self):
         rng = np.random.RandomState(35)
@@ -1269,22 +1274,9 @@ class PairDenseGradTest(unittest.TestCase):
                 self.assertIn("Retf>PairDenseInputGrad", types)
 
     def test_second_order_gradients_through_the_routed_layer(self):
-        def penalty_gradients():
-            with tf.Graph().as_default():
-                query_feed, keys_feed = self.feeds()
-                query, keys = tf.constant(query_feed), tf.constant(keys_feed)
-                queries = tf.tile(tf.expand_dims(query, 1), [1, 11, 1])
-                net = tf.concat([queries, keys, queries - keys, queries * keys], -1)
-                kernel = tf.constant(np.random.RandomState(37).uniform(-1, 1, (24, 5)).astype(np.float32))
-                loss = tf.reduce_sum(tf.sin(tf.tensordot(net, kernel, [[2], [0]])))
-                grad_keys = tf.compat.v1.gradients(loss, [keys])[0]
-                second = tf.compat.v1.gradients(tf.reduce_sum(tf.square(grad_keys)), [query, keys, kernel])
-                with tf.compat.v1.Session() as session:
-                    return session.run(second)
-
-        stock = penalty_gradients()
+        stock = self.penalty_gradients(dense=True)
         retf.ops.route_pair_concat_gradients()
-        for got, want in zip(penalty_gradients(), stock):
+        for got, want in zip(self.penalty_gradients(dense=True), stock):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
     def test_a_concat_read_elsewhere_keeps_the_layers_tensorflow_gradient(self):
