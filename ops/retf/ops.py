@@ -401,8 +401,9 @@ def _pair_pieces(op, grad):
 PAIR_DENSE_INPUT_GRAD = "Retf>PairDenseInputGrad"
 # Ops that only read a tensor's shape: a concat they read still has one consumer of its values.
 _SHAPE_OPS = ("Shape", "ShapeN", "Rank", "Size")
-# Per graph, per Retf>PairDenseInputGrad op: (the concat's name, grad_x, grad_y, pieces, piece_grads),
-# what routed_pair_dense_gradient computed for the concat's own gradient to hand on.
+# Per graph, per Retf>PairDenseInputGrad op: the names of the concat and of grad_x and grad_y, which
+# routed_pair_dense_gradient computed for the concat's own gradient to hand on, and the pieces. Names, not
+# tensors: a tensor holds its graph, which would then outlive its last user here.
 _PAIR_DENSE_GRADIENTS = weakref.WeakKeyDictionary()
 
 
@@ -560,9 +561,9 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
         else:
             columns.append(grad_of_x - grad_of_y if piece == "x-y" else grad_of_y - grad_of_x)
     grad_w = tf.transpose(tf.concat(columns, axis=1))
-    input_grad, piece_grads = pair_dense_input_grad(grad, w, x, len(pieces))
+    input_grad, _ = pair_dense_input_grad(grad, w, x, len(pieces))
     _PAIR_DENSE_GRADIENTS.setdefault(input_grad.graph, {})[input_grad.op.name] = (
-        concat.name, grad_x, grad_y, pieces, piece_grads)
+        concat.name, grad_x.name, grad_y.name, tuple(pieces))
     return input_grad, grad_w
 
 
@@ -602,7 +603,9 @@ def _pair_dense_handoff(op, grad):
     handed = _PAIR_DENSE_GRADIENTS.get(producer.graph, {}).get(producer.name)
     if handed is None or handed[0] != op.name:
         return None
-    return handed[1:]
+    concat, grad_x, grad_y, pieces = handed
+    graph = producer.graph
+    return graph.get_tensor_by_name(grad_x), graph.get_tensor_by_name(grad_y), list(pieces), producer.outputs[1:]
 
 
 # The index of the first piece gradient among the outputs of the ops that hand the pieces theirs.

@@ -1279,6 +1279,24 @@ class PairDenseGradTest(unittest.TestCase):
         for got, want in zip(self.penalty_gradients(dense=True), stock):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
+    def test_a_routed_graph_is_freed_after_its_last_use(self):
+        # An Estimator makes a graph for every train and evaluate call: what the routing keeps per graph
+        # must not keep the graph.
+        import gc
+        import weakref
+        retf.ops.route_pair_concat_gradients()
+        graph = tf.Graph()
+        with graph.as_default():
+            query, keys = tf.ones([4, 6]), tf.ones([4, 5, 6]) * 2.0
+            queries = tf.tile(tf.expand_dims(query, 1), [1, 5, 1])
+            net = tf.concat([queries, keys, queries - keys, queries * keys], -1)
+            tf.compat.v1.gradients(tf.reduce_sum(tf.tensordot(net, tf.ones([24, 3]), [[2], [0]])), [query, keys])
+            self.assertIn("Retf>PairDenseInputGrad", {op.type for op in graph.get_operations()})
+        freed = weakref.ref(graph)
+        del graph, query, keys, queries, net
+        gc.collect()
+        self.assertIsNone(freed())
+
     def test_a_concat_read_elsewhere_keeps_the_layers_tensorflow_gradient(self):
         retf.ops.route_pair_concat_gradients()
         with tf.Graph().as_default() as graph:
