@@ -308,10 +308,15 @@ def test_small_weights_take_retfs_weight_gradient_by_the_switch(v1_venv):
     routed = run_in(recipe, v1_venv, WEIGHT_GRADIENT_PROBE, RETF_FUSED_MATMUL_GRAD="1")
     stock = run_in(recipe, v1_venv, WEIGHT_GRADIENT_PROBE, RETF_FUSED_MATMUL_GRAD="0")
     assert routed["ops"] == ["Retf>TransposedMatMul"] and stock["ops"] == []
-    assert routed["losses"][-1] < routed["losses"][0]
-    # The same training to float32 rounding: only the order of the weight gradients' sums differs.
-    for ours, theirs in zip(routed["losses"], stock["losses"]):
-        assert abs(ours - theirs) <= 1e-5 * max(1.0, abs(theirs)), (routed["losses"], stock["losses"])
+    # Only the order of the weight gradients' sums differs.
+    assert_same_training(routed["losses"], stock["losses"])
+
+
+def assert_same_training(routed, stock):
+    """The routed probe trains, and to the stock one's losses within float32 rounding."""
+    assert routed[-1] < routed[0]
+    for ours, theirs in zip(routed, stock):
+        assert abs(ours - theirs) <= 1e-5 * max(1.0, abs(theirs)), (routed, stock)
 
 
 ACTIVATION_UNIT_PROBE = """
@@ -349,10 +354,8 @@ def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v
     stock = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="0", RETF_FUSED_MATMUL_GRAD="0")
     for op in ("Retf>PairConcatGrad", "Retf>PairDenseInputGrad"):  # the concat's, and its dense layer's
         assert op in routed["ops"] and op not in stock["ops"], (routed["ops"], stock["ops"])
-    assert routed["losses"][-1] < routed["losses"][0]
-    # The same training to float32 rounding: the layer's gradients are the same sums grouped by piece.
-    for ours, theirs in zip(routed["losses"], stock["losses"]):
-        assert abs(ours - theirs) <= 1e-5 * max(1.0, abs(theirs)), (routed["losses"], stock["losses"])
+    # The layer's gradients are the same sums grouped by piece.
+    assert_same_training(routed["losses"], stock["losses"])
 
 
 DECODE_CSV_PROBE = """
