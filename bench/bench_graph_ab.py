@@ -55,7 +55,7 @@ def set_concat_routing(on):
     registry = gradient_registry()
     retf.ops.route_pair_concat_gradients()
     if not on:
-        for name in ("ConcatV2", "Sub", "Mul", "MatMul"):
+        for name in ("ConcatV2", "Sub", "Mul", "MatMul", "Tile"):
             registry[name]["type"] = without_route(registry[name]["type"], ("pair concat", "pair dense"))
 
 

@@ -352,7 +352,8 @@ def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     routed = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="1", RETF_FUSED_MATMUL_GRAD="0")
     stock = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="0", RETF_FUSED_MATMUL_GRAD="0")
-    for op in ("Retf>PairConcatGrad", "Retf>PairDenseInputGrad"):  # the concat's, and its dense layer's
+    # The dense layer's: its operands' gradients (the query's once per query), its lazy input gradient.
+    for op in ("Retf>RepeatedPairGrad", "Retf>PairDenseInputGrad"):
         assert op in routed["ops"] and op not in stock["ops"], (routed["ops"], stock["ops"])
     # The layer's gradients are the same sums grouped by piece.
     assert_same_training(routed["losses"], stock["losses"])

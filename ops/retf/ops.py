@@ -435,6 +435,44 @@ def _pair_dense_input_grad_gradient(op, grad_input_grad, *grad_piece_grads):
     return grad_grad, tf.concat(grad_blocks, axis=0), None
 
 
+REPEATED_PAIR_GRAD = "Retf>RepeatedPairGrad"
+
+
+def repeated_pair_grad(parts, query, y, grad, w_x, sums, name=None):
+    """The operands' gradients of a dense layer over a pair concat whose x repeats each row of query [B, D]
+    over y's R = B x T rows (DIN's query against each step): parts = grad [w_y; w_p]^T [R, 2 x D], grad
+    [R, units] the layer's output gradient, w_x [D, units] the sum of w's blocks that x's pieces take, sums
+    [B, units] grad summed over each query's steps. Returns (grad_y, query_grad, grad_x): y's gradient,
+    the query's whole gradient and x's own per step, each computed only where a consumer of it runs."""
+    return load_library().retf_repeated_pair_grad(parts, query, y, grad, w_x, sums, name=name)
+
+
+@tf.RegisterGradient(REPEATED_PAIR_GRAD)
+def _repeated_pair_grad_gradient(op, grad_grad_y, grad_query_grad, grad_grad_x):
+    """The gradients of repeated_pair_grad, bilinear in (parts, query), (parts, y), (grad, w_x) and (sums,
+    w_x): second-order gradients through the activation unit's first layer."""
+    parts, query, y, grad, w_x, sums = op.inputs
+    d = tf.shape(query)[1]
+    part_y, part_product = tf.split(parts, 2, axis=1)
+    y_rows = tf.reshape(y, tf.shape(part_y))
+
+    def repeated(value):  # [B, D] -> each row over its query's steps, [R, D]
+        steps = tf.shape(part_y)[0] // tf.maximum(tf.shape(value)[0], 1)
+        return tf.reshape(tf.tile(tf.expand_dims(value, 1), tf.stack([1, steps, 1])), [-1, d])
+
+    def summed(value):  # [R, D] -> summed over each query's steps, [B, D]
+        return tf.reduce_sum(tf.reshape(value, tf.stack([tf.shape(query)[0], -1, d])), axis=1)
+
+    ggy = tf.zeros_like(part_y) if grad_grad_y is None else tf.reshape(grad_grad_y, tf.shape(part_y))
+    ggx = tf.zeros_like(part_y) if grad_grad_x is None else tf.reshape(grad_grad_x, tf.shape(part_y))
+    ggq = tf.zeros_like(query) if grad_query_grad is None else grad_query_grad
+    per_step = repeated(ggq) + ggx  # what reaches each step through y's products
+    grad_parts = tf.concat([ggy, ggy * repeated(query) + per_step * y_rows], axis=1)
+    grad_w_x = (tf.linalg.matmul(ggx, grad, transpose_a=True) + tf.linalg.matmul(ggq, sums, transpose_a=True))
+    return (grad_parts, summed(ggy * part_product), tf.reshape(per_step * part_product, tf.shape(y)),
+            tf.linalg.matmul(ggx, w_x), grad_w_x, tf.linalg.matmul(ggq, w_x))
+
+
 def _data_consumers(value):
     return [op for op in value.consumers() if op.type not in _SHAPE_OPS]
 
@@ -530,26 +568,43 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
 
     products = [block for piece, block in zip(pieces, blocks) if piece == "x*y"]
     reduced = [signed_sum(0), signed_sum(1)] + ([tf.add_n(products)] if products else [])
-    parts = tf.linalg.matmul(grad, tf.concat(reduced, axis=0), transpose_b=True)
-    parts = tf.reshape(parts, tf.concat([tf.shape(x)[:-1], [len(reduced) * d]], axis=0))
-    if products:
-        grad_x, grad_y, _ = pair_concat_grad(parts, x, y, ["x", "y", "x*y"])
+    queries = [_repeated_rows(x), _repeated_rows(y)]
+    sums = {}
+
+    def query_sums(side):
+        """grad summed over each step of the repeated query's sequence, [B, units]."""
+        if side not in sums:
+            steps = tf.reshape(grad, tf.stack([tf.shape(queries[side])[0], -1, tf.shape(grad)[-1]]))
+            sums[side] = tf.reduce_sum(steps, axis=1)
+        return sums[side]
+
+    side = next((i for i, query in enumerate(queries) if query is not None), None)
+    if products and side is not None:
+        # The repeated query's part of the input gradient is taken once per query (routed_tile_gradient).
+        other = (y, x)[side]
+        parts = tf.linalg.matmul(grad, tf.concat([reduced[1 - side], reduced[2]], axis=0), transpose_b=True)
+        grad_other, _, grad_repeated = repeated_pair_grad(parts, queries[side], other, grad, reduced[side],
+                                                          query_sums(side))
+        grad_x, grad_y = (grad_repeated, grad_other) if side == 0 else (grad_other, grad_repeated)
     else:
-        grad_x, grad_y = tf.split(parts, 2, axis=-1)
+        parts = tf.linalg.matmul(grad, tf.concat(reduced, axis=0), transpose_b=True)
+        parts = tf.reshape(parts, tf.concat([tf.shape(x)[:-1], [len(reduced) * d]], axis=0))
+        if products:
+            grad_x, grad_y, _ = pair_concat_grad(parts, x, y, ["x", "y", "x*y"])
+        else:
+            grad_x, grad_y = tf.split(parts, 2, axis=-1)
 
     def rows(value):
         return tf.reshape(value, [-1, d])
 
-    def operand_gradient(value):
-        """grad^T value, [units, D]; for a query repeated over the sequence (value[b, t] = q[b]), q's rows
-        against grad's sums over t."""
-        repeated = _repeated_rows(value)
-        if repeated is None:
-            return transposed_matmul(grad, rows(value))
-        steps = tf.reshape(grad, tf.stack([tf.shape(repeated)[0], -1, tf.shape(grad)[-1]]))
-        return transposed_matmul(tf.reduce_sum(steps, axis=1), repeated)
+    def operand_gradient(side):
+        """grad^T operand, [units, D]; for a query repeated over the sequence (operand[b, t] = q[b]), q's
+        rows against grad's sums over t."""
+        if queries[side] is None:
+            return transposed_matmul(grad, rows((x, y)[side]))
+        return transposed_matmul(query_sums(side), queries[side])
 
-    grad_of_x, grad_of_y = operand_gradient(x), operand_gradient(y)
+    grad_of_x, grad_of_y = operand_gradient(0), operand_gradient(1)
     columns = []
     for piece, value in zip(pieces, concat.inputs[:-1]):
         if piece == "x*y":
@@ -649,6 +704,27 @@ def routed_piece_gradient(original):
     return _route(gradient, original, "pair concat")
 
 
+def _tiled_query(op):
+    """The query op, a Tile, repeats: its input, or the input of the ExpandDims before it."""
+    source = op.inputs[0]
+    return source.op.inputs[0] if source.op.type == "ExpandDims" else source
+
+
+def routed_tile_gradient(original):
+    """The gradient function for Tile: original's, except where the gradient is repeated_pair_grad's
+    grad_x for a query this Tile repeats, whose sum over the sequence is that op's query_grad."""
+
+    def gradient(op, grad):
+        source = _gradient_source(grad, ("Identity", "Reshape"))
+        producer = getattr(source, "op", None)
+        if (getattr(producer, "type", None) == REPEATED_PAIR_GRAD and source.value_index == 2
+                and producer.inputs[1].name == _tiled_query(op).name):
+            return [tf.reshape(producer.outputs[1], tf.shape(op.inputs[0])), None]
+        return original(op, grad)
+
+    return _route(gradient, original, "pair dense")
+
+
 def route_pair_concat_gradients():
     """Make every ConcatV2 gradient built from now on in this process take a concat of x, y and their
     differences and products (x - y, x * y: DIN's activation unit) from pair_concat_grad, and a dense layer
@@ -657,7 +733,8 @@ def route_pair_concat_gradients():
     from tensorflow.python.framework import ops as framework_ops  # the gradient registry has no public name
     registry = framework_ops._gradient_registry._registry
     routings = [(op_type, "pair concat", routed_piece_gradient) for op_type in _PIECE_OPS] + [
-        ("ConcatV2", "pair concat", routed_concat_gradient), ("MatMul", "pair dense", routed_pair_dense_gradient)]
+        ("ConcatV2", "pair concat", routed_concat_gradient), ("MatMul", "pair dense", routed_pair_dense_gradient),
+        ("Tile", "pair dense", routed_tile_gradient)]
     changed = False
     for op_type, route, routed in routings:
         if not _routed(registry[op_type]["type"], route):

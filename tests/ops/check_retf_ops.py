@@ -982,7 +982,7 @@ class PairConcatGradTest(unittest.TestCase):
     def setUp(self):
         from tensorflow.python.framework import ops as framework_ops
         self.registry = framework_ops._gradient_registry._registry
-        self.saved = {name: self.registry[name]["type"] for name in ("ConcatV2", "Sub", "Mul", "MatMul")}
+        self.saved = {name: self.registry[name]["type"] for name in ("ConcatV2", "Sub", "Mul", "MatMul", "Tile")}
         self.unroute()
 
     def unroute(self):
@@ -1058,7 +1058,9 @@ class PairConcatGradTest(unittest.TestCase):
                 self.assertTrue(retf.ops.route_pair_concat_gradients())
                 self.assertFalse(retf.ops.route_pair_concat_gradients())  # idempotent
                 types, pieces, routed = self.activation_unit(*self.feeds(), gate=gate)
-                self.assertEqual(("Retf>PairConcatGrad" in stock_types, "Retf>PairConcatGrad" in types), (False, True))
+                # One kernel: the concat's own, or the dense layer's where the query repeats.
+                kernels = {"Retf>PairConcatGrad", "Retf>RepeatedPairGrad"}
+                self.assertEqual((kernels & set(stock_types), len(kernels & set(types))), (set(), 1))
                 self.assertEqual((stock_pieces, pieces), (True, False))  # Sub's and Mul's gradients not built
                 for got, want in zip(routed, stock):
                     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
@@ -1106,9 +1108,10 @@ class PairConcatGradTest(unittest.TestCase):
         self.assertEqual(types(lambda x, y: tf.cast(tf.concat([tf.cast(t, tf.float16) for t in (x, y, x - y)], -1),
                                                     tf.float32)), [])
 
-    def penalty_gradients(self, dense):
+    def penalty_gradients(self, dense, of="keys"):
         """A gradient penalty's gradients, second order through the activation unit's concat (and, with
-        dense, a layer over it) for the query, the keys (and the layer's kernel)."""
+        dense, a layer over it) for the query, the keys (and the layer's kernel); the penalty is on the
+        gradient of the loss for of, "keys" or "query"."""
         with tf.Graph().as_default():
             query_feed, keys_feed = self.feeds()
             query, keys = tf.constant(query_feed), tf.constant(keys_feed)
@@ -1119,8 +1122,8 @@ class PairConcatGradTest(unittest.TestCase):
                 kernel = tf.constant(np.random.RandomState(37).uniform(-1, 1, (24, 5)).astype(np.float32))
                 net = tf.tensordot(net, kernel, [[2], [0]])
                 targets.append(kernel)
-            grad_keys = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(net)), [keys])[0]
-            second = tf.compat.v1.gradients(tf.reduce_sum(tf.square(grad_keys)), targets)
+            first = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(net)), [{"keys": keys, "query": query}[of]])[0]
+            second = tf.compat.v1.gradients(tf.reduce_sum(tf.square(first)), targets)
             with tf.compat.v1.Session() as session:
                 return session.run(second)
 
@@ -1163,6 +1166,19 @@ def pair_dense_input_grad_reference(grad, w, like, num_pieces):
     whole = grad.astype(np.float64) @ w.astype(np.float64).T
     d = like.shape[-1]
     return whole, [whole[:, i * d:(i + 1) * d].reshape(like.shape) for i in range(num_pieces)]
+
+
+def repeated_pair_grad_reference(parts, query, y, grad, w_x, sums):
+    """(grad_y, query_grad, grad_x) of Retf>RepeatedPairGrad, in float64."""
+    parts, query, y, grad, w_x, sums = (a.astype(np.float64) for a in (parts, query, y, grad, w_x, sums))
+    d = query.shape[1]
+    part_y, part_product = parts[:, :d], parts[:, d:]
+    y_rows = y.reshape(parts.shape[0], d)
+    steps = parts.shape[0] // max(query.shape[0], 1)
+    repeated = np.repeat(query, steps, axis=0)
+    query_grad = sums @ w_x.T + (part_product * y_rows).reshape(query.shape[0], steps, d).sum(axis=1)
+    return ((part_y + part_product * repeated).reshape(y.shape), query_grad,
+            (grad @ w_x.T + part_product * y_rows).reshape(y.shape))
 
 
 class PairDenseGradTest(unittest.TestCase):
@@ -1226,13 +1242,15 @@ class PairDenseGradTest(unittest.TestCase):
                 hidden = tf.nn.sigmoid(tf.tensordot(net, kernel, [[2], [0]]) + bias)
             else:
                 hidden = tf.nn.sigmoid(tf.matmul(net, kernel) + bias)
-            loss = tf.reduce_sum(tf.sin(3.0 * hidden))
+            loss = tf.add_n([tf.reduce_sum(tf.sin(3.0 * hidden))] + tf.compat.v1.get_collection("extra_loss"))
             names = {"net": net, "made": made}
             grads = tf.compat.v1.gradients(loss, [query, keys, kernel, bias] + targets(names), gate_gradients=gate)
             types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
             if any(op.type == "Retf>TransposedMatMul" and op.inputs[0].op.type == "Sum"
                    for op in graph.get_operations()):
                 types.append("(the query's sum over the sequence)")
+            if any(op.type == "Sum" and "Tile_grad" in op.name for op in graph.get_operations()):
+                types.append("(Tile's gradient sums over the sequence)")
             with tf.compat.v1.Session() as session:
                 session.run(tf.compat.v1.global_variables_initializer())
                 return types, session.run(grads)
@@ -1274,10 +1292,73 @@ class PairDenseGradTest(unittest.TestCase):
                 self.assertIn("Retf>PairDenseInputGrad", types)
 
     def test_second_order_gradients_through_the_routed_layer(self):
-        stock = self.penalty_gradients(dense=True)
-        retf.ops.route_pair_concat_gradients()
-        for got, want in zip(self.penalty_gradients(dense=True), stock):
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        for of in ("keys", "query"):  # through grad_y, and through the query's whole gradient
+            with self.subTest(of=of):
+                self.unroute()
+                stock = self.penalty_gradients(dense=True, of=of)
+                retf.ops.route_pair_concat_gradients()
+                for got, want in zip(self.penalty_gradients(dense=True, of=of), stock):
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+    def test_repeated_pair_grad_matches_numpy_over_dtypes_and_shapes(self):
+        rng = np.random.RandomState(38)
+        for dtype in FLOATS:
+            for queries, steps, d, units in ((5, 7, 6, 4), (3, 1, 18, 80), (4, 0, 3, 2), (0, 0, 3, 2), (2, 3, 0, 5),
+                                             (6, 2, 5, 0)):
+                with self.subTest(dtype=dtype.__name__, queries=queries, steps=steps, d=d, units=units):
+                    rows = queries * steps
+                    inputs = [rng.uniform(-1, 1, shape).astype(dtype) for shape in (
+                        (rows, 2 * d), (queries, d), (queries, steps, d), (rows, units), (d, units), (queries, units))]
+                    got = retf.ops.repeated_pair_grad(*inputs)
+                    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+                    for got_one, want in zip(got, repeated_pair_grad_reference(*inputs)):
+                        self.assertEqual(got_one.shape, want.shape)
+                        np.testing.assert_allclose(got_one.numpy(), want, rtol=tolerance, atol=tolerance)
+
+    def test_repeated_pair_grad_bad_shapes_are_invalid_argument(self):
+        good = [tf.ones(shape) for shape in ((6, 8), (2, 4), (2, 3, 4), (6, 5), (4, 5), (2, 5))]
+        for index, shape, message in ((0, (6, 6), "parts must be"), (1, (2, 3), "query and w_x|Dimension"),
+                                      (3, (5, 5), "grad must be|Dimension"), (5, (3, 5), "sums|Dimension"),
+                                      (1, (4, 4), "repeat each of the query's 4 rows")):
+            with self.subTest(input=index, shape=shape):
+                inputs = list(good)
+                inputs[index] = tf.ones(shape)
+                if index == 1 and shape == (4, 4):
+                    inputs[5] = tf.ones([4, 5])
+                with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), message):
+                    retf.ops.repeated_pair_grad(*inputs)
+
+    def test_a_repeated_querys_gradient_is_summed_once_per_query(self):
+        for repeat in sorted(self.REPEATS):
+            for pieces in (["x", "y", "x-y", "x*y"], ["y-x", "x*y", "y", "x"]):
+                with self.subTest(repeat=repeat, pieces=pieces):
+                    types = self.assert_routed_matches_stock(pieces=pieces, sequence=True, repeat=repeat)
+                    self.assertIn("Retf>RepeatedPairGrad", types)
+                    self.assertNotIn("Retf>PairConcatGrad", types)
+                    self.assertNotIn("(Tile's gradient sums over the sequence)", types)
+        # No product: TensorFlow's Tile gradient sums the concat's slices.
+        types = self.assert_routed_matches_stock(pieces=["x", "y", "x-y"], sequence=True)
+        self.assertNotIn("Retf>RepeatedPairGrad", types)
+        self.assertIn("(Tile's gradient sums over the sequence)", types)
+
+    def test_the_repeated_querys_own_gradient_and_a_tile_read_elsewhere(self):
+        # The tiled query's own gradient per step, computed where a program asks for it; and a Tile whose
+        # output also feeds the loss elsewhere, whose gradient is then TensorFlow's over the sum of both.
+        def tiled(query, keys):
+            return tf.tile(tf.expand_dims(query, 1), [1, tf.shape(keys)[1], 1])
+
+        def read_elsewhere(query, keys):
+            x = tiled(query, keys)
+            tf.compat.v1.add_to_collection("extra_loss", tf.reduce_sum(tf.cos(x)))
+            return x
+
+        for repeat, targets in (("expand", lambda names: [names["made"][0]]), ("elsewhere", lambda names: [])):
+            with self.subTest(repeat=repeat):
+                self.REPEATS = dict(PairDenseGradTest.REPEATS, elsewhere=read_elsewhere)
+                types = self.assert_routed_matches_stock(pieces=["x", "y", "x-y", "x*y"], sequence=True,
+                                                         repeat=repeat, targets=targets)
+                self.assertIn("Retf>RepeatedPairGrad", types)
+                self.assertEqual("(Tile's gradient sums over the sequence)" in types, repeat == "elsewhere")
 
     def test_a_routed_graph_is_freed_after_its_last_use(self):
         # An Estimator makes a graph for every train and evaluate call: what the routing keeps per graph
@@ -2012,6 +2093,10 @@ def threaded_outputs(threads):
     dense_inputs = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in ((30000, 40), (72, 40), (30000, 18))]
     dense_whole, dense_pieces = retf.ops.pair_dense_input_grad(*dense_inputs, 4)
     fused.update(pair_dense_whole=dense_whole.numpy(), pair_dense_piece=dense_pieces[2].numpy())
+    # ... and where x repeats a query over 60 steps: 500 queries' gradients over 30000 rows.
+    repeated = retf.ops.repeated_pair_grad(*[rng.uniform(-1, 1, shape).astype(np.float32) for shape in (
+        (30000, 36), (500, 18), (500, 60, 18), (30000, 40), (18, 40), (500, 40))])
+    fused.update(repeated_y=repeated[0].numpy(), repeated_query=repeated[1].numpy(), repeated_x=repeated[2].numpy())
     for name in ("adagrad", "ftrl", "adagrad_decay"):
         tables = [tf.Variable(rng.uniform(0.1, 1, shape).astype(np.float32)) for _ in range(3)]
         counts = tf.Variable(np.zeros(shape[0], np.int64))

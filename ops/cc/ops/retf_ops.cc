@@ -489,6 +489,47 @@ REGISTER_OP("Retf>PairDenseInputGrad")
       return Status();
     });
 
+// The operands' gradients of a dense layer z = concat(pieces, -1) w over x, y and their differences and
+// product, where x repeats each row of query [B, D] over a sequence (DIN's query against each step of the
+// behaviour, y [..., D] with R = B x T rows, the rows of x's b-th query consecutive). With grad = dL/dz
+// [R, units], w_x the sum of w's signed blocks that x's pieces take and w_y and w_p likewise, parts = grad
+// [w_y; w_p]^T [R, 2 x D] (w_x's part left out of the per-step product): grad_y = parts_y + parts_p x;
+// query_grad = sums w_x^T + the sum over the query's steps of parts_p y (sums [B, units] being grad summed
+// over each query's steps), the query's whole gradient; grad_x = grad w_x^T + parts_p y, x's own gradient
+// per step. Each output is computed only where a consumer of it runs: retf's Tile gradient takes
+// query_grad where grad_x would only be summed over the sequence. Sums are in order: units from zero,
+// then steps from the first.
+REGISTER_OP("Retf>RepeatedPairGrad")
+    .Input("parts: T")
+    .Input("query: T")
+    .Input("y: T")
+    .Input("grad: T")
+    .Input("w_x: T")
+    .Input("sums: T")
+    .Output("grad_y: T")
+    .Output("query_grad: T")
+    .Output("grad_x: T")
+    .Attr("T: {float, double}")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle parts, query, y, grad, w_x, sums;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &parts));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &query));
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(2), 1, &y));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &grad));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 2, &w_x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 2, &sums));
+      DimensionHandle d = c->Dim(query, 1), units, rows;
+      TF_RETURN_IF_ERROR(c->Merge(d, c->Dim(w_x, 0), &d));
+      if (c->RankKnown(y)) TF_RETURN_IF_ERROR(c->Merge(d, c->Dim(y, c->Rank(y) - 1), &d));
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, 1), c->Dim(w_x, 1), &units));
+      TF_RETURN_IF_ERROR(c->Merge(units, c->Dim(sums, 1), &units));
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(parts, 0), c->Dim(grad, 0), &rows));
+      c->set_output(0, y);
+      c->set_output(1, c->Matrix(c->Dim(query, 0), d));
+      c->set_output(2, y);
+      return Status();
+    });
+
 // The gradient of concat([x, y, x - y, x * y, ...], axis=-1), for x and y of one shape [..., D]
 // (DIN's activation unit builds its input so): each of the N pieces is one of "x", "y", "x-y",
 // "y-x", "x*y", with x and y each once. grad_x and grad_y are the whole gradients of x and y
