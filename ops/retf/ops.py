@@ -550,8 +550,10 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
     """The gradients of a dense layer z = concat(pieces) w, grad = dL/dz, by the pieces' linearity: every
     piece is a signed x or y, or their product, so w's gradient needs grad^T x, grad^T y and grad^T (x * y)
     (one product less than a difference's own), and the concat's needs grad times three blocks of w, not
-    four; pair_concat_grad then adds the product's part. Returns (input_grad, w's gradient): input_grad is
-    pair_dense_input_grad's, computed only if a program reads the concat's gradient itself; x's and y's
+    four; pair_concat_grad then adds the product's part. Where x (or y) repeats a query over a sequence,
+    its part of the input gradient is taken once per query (repeated_pair_grad, routed_tile_gradient), and
+    its part of w's gradient from grad's sums over the steps. Returns (input_grad, w's gradient): input_grad
+    is pair_dense_input_grad's, computed only if a program reads the concat's gradient itself; x's and y's
     gradients wait in _PAIR_DENSE_GRADIENTS for the concat's gradient function."""
     d = tf.compat.dimension_value(x.shape[-1])
     blocks = tf.split(w, len(pieces), axis=0)
