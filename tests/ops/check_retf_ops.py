@@ -1273,15 +1273,24 @@ class PairDenseGradTest(unittest.TestCase):
                         types = self.assert_routed_matches_stock(pieces=pieces, sequence=sequence, gate=gate)
                         self.assertIn("Retf>PairDenseInputGrad", types)
 
-    def test_a_repeated_query_takes_its_weight_gradient_from_its_sums_over_the_sequence(self):
+    def test_a_repeated_query_takes_its_gradients_once_per_query(self):
+        # Its weight gradient from the sums over the sequence, its input gradient from Retf>RepeatedPairGrad
+        # through Tile's routed gradient, with no per-step concat kernel or Tile sum left.
         for repeat in sorted(self.REPEATS):
             for pieces in (["x", "y", "x-y", "x*y"], ["y-x", "x*y", "y", "x"]):
                 with self.subTest(repeat=repeat, pieces=pieces):
                     types = self.assert_routed_matches_stock(pieces=pieces, sequence=True, repeat=repeat)
                     self.assertIn("(the query's sum over the sequence)", types)
+                    self.assertIn("Retf>RepeatedPairGrad", types)
+                    self.assertNotIn("Retf>PairConcatGrad", types)
+                    self.assertNotIn("(Tile's gradient sums over the sequence)", types)
         # Rows that do not repeat are summed one by one.
         types = self.assert_routed_matches_stock(pieces=["y", "x", "x-y"], sequence=False)
         self.assertNotIn("(the query's sum over the sequence)", types)
+        # No product: TensorFlow's Tile gradient sums the concat's slices.
+        types = self.assert_routed_matches_stock(pieces=["x", "y", "x-y"], sequence=True)
+        self.assertNotIn("Retf>RepeatedPairGrad", types)
+        self.assertIn("(Tile's gradient sums over the sequence)", types)
 
     def test_the_concats_and_the_pieces_own_gradients(self):
         # What the routing leaves uncomputed, computed where a program asks for it.
@@ -1327,19 +1336,6 @@ class PairDenseGradTest(unittest.TestCase):
                     inputs[5] = tf.ones([4, 5])
                 with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), message):
                     retf.ops.repeated_pair_grad(*inputs)
-
-    def test_a_repeated_querys_gradient_is_summed_once_per_query(self):
-        for repeat in sorted(self.REPEATS):
-            for pieces in (["x", "y", "x-y", "x*y"], ["y-x", "x*y", "y", "x"]):
-                with self.subTest(repeat=repeat, pieces=pieces):
-                    types = self.assert_routed_matches_stock(pieces=pieces, sequence=True, repeat=repeat)
-                    self.assertIn("Retf>RepeatedPairGrad", types)
-                    self.assertNotIn("Retf>PairConcatGrad", types)
-                    self.assertNotIn("(Tile's gradient sums over the sequence)", types)
-        # No product: TensorFlow's Tile gradient sums the concat's slices.
-        types = self.assert_routed_matches_stock(pieces=["x", "y", "x-y"], sequence=True)
-        self.assertNotIn("Retf>RepeatedPairGrad", types)
-        self.assertIn("(Tile's gradient sums over the sequence)", types)
 
     def test_the_repeated_querys_own_gradient_and_a_tile_read_elsewhere(self):
         # The tiled query's own gradient per step, computed where a program asks for it; and a Tile whose
