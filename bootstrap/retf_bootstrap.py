@@ -35,7 +35,7 @@ _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                  "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 SONAME = "libstdc++.so.6"
-SCHEMA = 2  # the settings this bootstrap reads (retfwheel's build/bootstrap_config.py writes them)
+SCHEMA = 3  # the settings this bootstrap reads (retfwheel's build/bootstrap_config.py writes them)
 
 
 class _Log(object):
@@ -61,7 +61,8 @@ def run(package_dir, config):
     log("%s: bootstrap starts" % config["label"])
     _apply_runtime_defaults(config.get("env", {}), log)
     if config.get("libstdcxx"):
-        _prepare_runtime(os.path.join(site, config["libstdcxx"]), tuple(config["glibcxx_needed"]), config, log)
+        _prepare_runtime(os.path.join(site, config["libstdcxx"]), tuple(config["glibcxx_needed"]),
+                         tuple(config.get("glibcxx_wanted") or config["glibcxx_needed"]), config, log)
     if config.get("deps"):
         _prepare_dependencies(os.path.realpath(os.path.join(site, config["deps"])), config, log)
     log("bootstrap done")
@@ -153,7 +154,14 @@ def _text(version):
     return "GLIBCXX_" + ".".join(str(p) for p in version) if version else "unknown version"
 
 
-def _prepare_runtime(vendored, needed, config, log):
+def _prepare_runtime(vendored, needed, wanted, config, log):
+    """Make a libstdc++ that TensorFlow's own native code can run on this process's, or raise ImportError.
+
+    ``needed`` is what TensorFlow itself needs: below it nothing can run. ``wanted`` is what the wheel
+    would like (the vendored runtime's own version, or what optional parts such as the op library
+    need): preloaded only while no libstdc++ is mapped yet, never forced on a process that already
+    holds an older one that ``needed`` fits.
+    """
     vendored_real = os.path.realpath(vendored)
     mapped = mapped_runtimes()
     log("mapped libstdc++: %s" % (", ".join(mapped) or "none"))
@@ -163,25 +171,26 @@ def _prepare_runtime(vendored, needed, config, log):
             return
     if mapped:
         version = glibcxx_version(mapped[0])
-        if version is not None and version >= needed:
-            log("loaded %s (%s) suffices; nothing to preload" % (mapped[0], _text(version)))
+        if version is None or version >= needed:
+            log("loaded %s (%s) runs TensorFlow (needs %s); nothing to preload" % (mapped[0], _text(version), _text(needed)))
             return
         raise ImportError(
-            "%s needs a libstdc++ with %s, but %s (%s) was already loaded by an earlier import, and a process "
-            "can hold only one libstdc++.\n"
+            "%s needs a libstdc++ with %s (for %s), but %s (%s) was already loaded by an earlier import, and a "
+            "process can hold only one libstdc++.\n"
             "Fix: import tensorflow before modules that load C++ extensions, or start Python with the "
             "vendored runtime preloaded:\n    LD_PRELOAD=%s python ...\n"
             "(RETF_BOOTSTRAP_DEBUG=1 shows what was found.)"
-            % (config["label"], _text(needed), mapped[0], _text(version), vendored))
+            % (config["label"], _text(needed), config.get("glibcxx_needed_by", "its native code"), mapped[0],
+               _text(version), vendored))
     system = system_runtime()
     version = glibcxx_version(system) if system else None
     log("system libstdc++: %s (%s)" % (system or "not found", _text(version)))
-    if version is not None and version >= needed:
+    if version is not None and version >= max(needed, wanted):
         log("system runtime suffices; the vendored one stays unused")
         return
     import ctypes
     ctypes.CDLL(vendored, mode=ctypes.RTLD_GLOBAL)
-    log("preloaded %s (system has %s, needed %s)" % (vendored, _text(version), _text(needed)))
+    log("preloaded %s (system has %s, needed %s, wanted %s)" % (vendored, _text(version), _text(needed), _text(wanted)))
 
 
 # --- the vendored Python dependencies ----------------------------------------------------------
@@ -221,11 +230,12 @@ def environment_distributions(paths, private_folder):
 
 
 class _Route(object):
-    __slots__ = ("name", "version", "range", "modules", "theirs", "private")
+    __slots__ = ("name", "version", "range", "modules", "metadata", "theirs", "private")
 
     def __init__(self, spec, theirs):
         self.name, self.version, self.range = spec["name"], spec["version"], spec["range"]
         self.modules = spec["modules"]
+        self.metadata = spec["metadata"]  # its .dist-info folder in the private folder, under a name pip never takes for the wheel's own
         self.theirs = theirs  # the environment's (version, metadata folder), or None
         self.private = theirs is None or not satisfies(theirs[0], self.range)
 
@@ -293,10 +303,8 @@ class PrivateFinder(object):
         return iter([make(_Path(self._dist_info(route))) for route in wanted if self._dist_info(route)])
 
     def _dist_info(self, route):
-        for name in os.listdir(self.folder):
-            if name.endswith(".dist-info") and _canonical(name[:-len(".dist-info")].partition("-")[0]) == _canonical(route.name):
-                return os.path.join(self.folder, name)
-        return None
+        path = os.path.join(self.folder, route.metadata)
+        return path if os.path.isdir(path) else None
 
     def _pkg_resources_spec(self, path):
         import importlib.machinery
@@ -313,11 +321,17 @@ class PrivateFinder(object):
         """
         working_set = pkg_resources.working_set
         keys = working_set.entry_keys.setdefault(self.folder, [])
-        for dist in pkg_resources.find_distributions(self.folder, only=True):
-            if _canonical(dist.project_name) in self.routes:
-                working_set.by_key[dist.key] = dist
-                if dist.key not in keys:
-                    keys.append(dist.key)
+        for route in sorted(self.routes.values(), key=lambda r: r.name):
+            path = self._dist_info(route)
+            if path is None:
+                continue
+            # The folder's own name hides it from pip's installer; pkg_resources is shown it as a .dist-info.
+            dist = pkg_resources.DistInfoDistribution.from_location(
+                self.folder, "%s-%s.dist-info" % (route.name.replace("-", "_"), route.version),
+                metadata=pkg_resources.PathMetadata(self.folder, path))
+            working_set.by_key[dist.key] = dist
+            if dist.key not in keys:
+                keys.append(dist.key)
         if self.folder not in working_set.entries:
             working_set.entries.append(self.folder)
 
@@ -498,9 +512,28 @@ _OLDER_REMOTE = re.compile(r"from remote target (/job:\S+?):?\s")
 _HINT_MARK = "\nretf: "
 
 
+# Why this process runs without the retf op library although RETF_OPS allows it (None: it does not).
+OPS_LEFT_OUT = None
+
+
 def ops_enabled():
-    """Whether this process registers the retf op library (RETF_OPS=0 keeps it out)."""
-    return os.environ.get("RETF_OPS", "1") != "0"
+    """Whether this process registers the retf op library (RETF_OPS=0 keeps it out, and so does a libstdc++
+    older than it needs, loaded before tensorflow)."""
+    return os.environ.get("RETF_OPS", "1") != "0" and OPS_LEFT_OUT is None
+
+
+def _runtime_too_old_for(library, needed, config):
+    """Why the libstdc++ this process holds cannot load ``library`` (which needs ``needed``), or None."""
+    mapped = mapped_runtimes()
+    version = glibcxx_version(mapped[0]) if mapped else None
+    if not needed or version is None or version >= tuple(needed):
+        return None
+    fix = ("; to keep it, start Python with LD_PRELOAD=%s" % os.path.join(os.path.dirname(os.path.dirname(library)),
+                                                                        config["libstdcxx"])
+           if config.get("libstdcxx") else "")
+    return ("%s: left out its retf op library %s, which needs %s: %s (%s) was loaded before tensorflow, and a process "
+            "can hold only one libstdc++. tf.train's optimizers use TensorFlow's own ops%s."
+            % (config["label"], library, _text(tuple(needed)), mapped[0], _text(version), fix))
 
 
 def register_ops(namespace, config):
@@ -510,6 +543,7 @@ def register_ops(namespace, config):
     that builds no graph itself: a parameter server runs the update ops of the variables it holds.
     Only the kernels load here; retf's Python wrappers are made on first use.
     """
+    global OPS_LEFT_OUT
     from tensorflow.python.framework import errors_impl, load_library
     _explain_cluster_errors(errors_impl, config["label"])
     if not ops_enabled():
@@ -517,6 +551,12 @@ def register_ops(namespace, config):
     start = time.perf_counter()
     site = os.path.dirname(os.path.dirname(os.path.abspath(namespace["__file__"])))
     path = os.path.realpath(os.path.join(site, config["library"]))  # the spelling retf loads it by, too
+    reason = _runtime_too_old_for(path, config.get("glibcxx"), config)
+    if reason is not None:
+        OPS_LEFT_OUT = reason
+        import warnings
+        warnings.warn(reason, RuntimeWarning, stacklevel=3)
+        return
     try:
         load_library.load_library(path)
     except (errors_impl.OpError, OSError) as error:
@@ -641,7 +681,7 @@ def sparse_adam_mode(config):
                           "gradients); unset it to use the build's choice, %s"
                           % (mode, ", ".join(SPARSE_ADAM_MODES), config.get("v1_sparse_adam", "dense")))
     if mode != "dense" and not ops_enabled():
-        if chosen:
+        if chosen and OPS_LEFT_OUT is None:
             raise ImportError("RETF_SPARSE_ADAM=%s needs the retf op library, which RETF_OPS=0 leaves unregistered; "
                               "unset one of them" % mode)
         return "dense"
@@ -659,7 +699,7 @@ def _fused_switch(config, variable, key, what):
                           % (variable, chosen, what, int(bool(config.get(key)))))
     fused = chosen == "1" if chosen else bool(config.get(key))
     if fused and not ops_enabled():
-        if chosen:
+        if chosen and OPS_LEFT_OUT is None:
             raise ImportError("%s=1 needs the retf op library, which RETF_OPS=0 leaves unregistered; "
                               "unset one of them" % variable)
         return False

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from retfwheel.stages.bootstrap_config import SCHEMA
 from retfwheel.stages.injection import bootstrap_block, inject
+from retfwheel.stages.sharing import metadata_folder
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
@@ -21,7 +23,7 @@ def install(tmp_path):
     def make(env_version="1.0", env_namespace=True, **config):
         site = tmp_path / "site"
         (site / "tensorflow").mkdir(parents=True)
-        settings = {"schema": 2, "label": "tensorflow 9.9+retf.test", "conflicts": "error", **config}
+        settings = {"schema": SCHEMA, "label": "tensorflow 9.9+retf.test", "conflicts": "error", **config}
         init = inject(b'"""TF."""\nfrom __future__ import absolute_import\nVALUE = 1\n',
                       bootstrap_block("tensorflow._retf_bootstrap", settings), "tensorflow/__init__.py")
         (site / "tensorflow" / "__init__.py").write_bytes(init)
@@ -30,8 +32,8 @@ def install(tmp_path):
             (site / "tensorflow.libs").mkdir()
             shutil.copy(SYSTEM_RUNTIME.resolve(), site / "tensorflow.libs" / "libstdc++.so.6")
         deps = site / "tensorflow.deps"
-        distribution(deps, "fakemod", "2.0", {"fakemod/__init__.py": "__version__ = '2.0'\n"})
-        distribution(deps, "fakeproto", "1.0", {"google/fakeproto/__init__.py": "ORIGIN = 'vendored'\n"})
+        distribution(deps, "fakemod", "2.0", {"fakemod/__init__.py": "__version__ = '2.0'\n"}, private=True)
+        distribution(deps, "fakeproto", "1.0", {"google/fakeproto/__init__.py": "ORIGIN = 'vendored'\n"}, private=True)
         env = tmp_path / "env"
         distribution(env, "fakemod", env_version, {"fakemod/__init__.py": f"__version__ = {env_version!r}\n"})
         if env_namespace:
@@ -43,12 +45,12 @@ def install(tmp_path):
     return make
 
 
-def distribution(folder: Path, name: str, version: str, files: dict) -> None:
-    """An installed distribution: its files and a dist-info folder."""
+def distribution(folder: Path, name: str, version: str, files: dict, private: bool = False) -> None:
+    """An installed distribution: its files and a dist-info folder (named as the wheel's private folder names it)."""
     for path, text in files.items():
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         (folder / path).write_text(text)
-    info = folder / f"{name}-{version}.dist-info"
+    info = folder / (metadata_folder(name, version) if private else f"{name}-{version}.dist-info")
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
 
@@ -62,8 +64,10 @@ def run(python36, site, env, code, **environ):
 
 MAPS = "import json; print(json.dumps(sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libstdc++' in line})))"
 DEPS = {"deps": "tensorflow.deps", "distributions": [
-    {"name": "fakemod", "version": "2.0", "range": ">=2.0,<3", "modules": ["fakemod"]},
-    {"name": "fakeproto", "version": "1.0", "range": "", "modules": ["google.fakeproto"]}]}
+    {"name": "fakemod", "version": "2.0", "range": ">=2.0,<3", "modules": ["fakemod"],
+     "metadata": metadata_folder("fakemod", "2.0")},
+    {"name": "fakeproto", "version": "1.0", "range": "", "modules": ["google.fakeproto"],
+     "metadata": metadata_folder("fakeproto", "1.0")}]}
 
 
 def test_no_preload_when_the_system_runtime_suffices(python36, install):
@@ -86,6 +90,36 @@ def test_older_runtime_already_loaded_is_an_actionable_import_error(python36, in
     assert result.returncode != 0 and "ImportError" in result.stderr
     assert "was already loaded by an earlier import" in result.stderr and "import tensorflow before" in result.stderr
     assert f"LD_PRELOAD={site}/tensorflow.libs/libstdc++.so.6 python" in result.stderr
+
+
+def test_an_older_runtime_loaded_first_that_tensorflow_can_run_on_is_kept(python36, install):
+    """The wheel would like a newer runtime (its op library, or extensions built with a newer GCC) but TensorFlow
+    itself runs on the one an earlier import loaded: nothing is refused, nothing preloaded over it."""
+    site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 20],
+                        glibcxx_wanted=[3, 4, 99])
+    result = run(python36, site, env, "import ctypes; ctypes.CDLL('libstdc++.so.6'); import tensorflow; " + MAPS,
+                 RETF_BOOTSTRAP_DEBUG="1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [str(SYSTEM_RUNTIME.resolve())] and "nothing to preload" in result.stderr
+    # imported first, the wheel's wish is met: the vendored runtime is preloaded
+    result = run(python36, site, env, "import tensorflow; " + MAPS)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [str(site / "tensorflow.libs" / "libstdc++.so.6")]
+
+
+def test_an_op_library_the_loaded_runtime_cannot_load_is_left_out_with_the_fix(python36, tmp_path):
+    code = ("import ctypes, sys; ctypes.CDLL('libstdc++.so.6'); sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b\n"
+            "config = {'label': 'tensorflow 9.9', 'libstdcxx': 'tensorflow.libs/libstdc++.so.6'}\n"
+            "print(b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 20], config))\n"
+            "print(b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 99], config))")
+    result = subprocess.run([str(python36), "-c", code, str(REPO / "bootstrap")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    fits, left_out = result.stdout.splitlines()
+    assert fits == "None"
+    assert left_out.startswith("tensorflow 9.9: left out its retf op library /site/retf/_retf_ops.so, which needs "
+                               "GLIBCXX_3.4.99: ")
+    assert "tf.train's optimizers use TensorFlow's own ops" in left_out
+    assert left_out.endswith("start Python with LD_PRELOAD=/site/tensorflow.libs/libstdc++.so.6.")
 
 
 WHERE = "import json, sys; print(json.dumps({m: sys.modules[m].__file__ for m in sys.argv[1:]}))"
@@ -124,7 +158,7 @@ def test_the_environments_copy_in_range_serves_tensorflow_and_the_user(python36,
 
 def test_equal_versions_are_equal_as_pep_440_says(python36, install):
     deps = {**DEPS, "distributions": [{"name": "fakemod", "version": "2025.4.26", "range": "==2025.4.26",
-                                       "modules": ["fakemod"]}]}
+                                       "modules": ["fakemod"], "metadata": metadata_folder("fakemod", "2025.4.26")}]}
     site, env = install(env_version="2025.04.26", **deps)
     result = run(python36, site, env, "import fakemod, tensorflow; print(fakemod.__version__)")
     assert result.returncode == 0, result.stderr
@@ -163,7 +197,7 @@ def test_settings_of_another_schema_are_refused(python36, install):
     site, env = install(schema=1, **DEPS)
     result = run(python36, site, env, "import tensorflow")
     assert result.returncode != 0
-    assert "its bootstrap settings are of schema 1, but its bootstrap reads schema 2" in result.stderr
+    assert f"its bootstrap settings are of schema 1, but its bootstrap reads schema {SCHEMA}" in result.stderr
     assert "Fix: rebuild it with retfwheel" in result.stderr
 
 

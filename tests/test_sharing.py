@@ -41,7 +41,8 @@ def test_the_input_pin_is_corrected_and_every_requirer_narrows_the_range():
     assert shares["setuptools"].not_served and not shares["numpy"].not_served
     # TF 2.6.0's tensorboard~=2.6 admits 2.7+; taken as TF 2.6.1's <2.7,>=2.6.0
     assert shares["tensorboard"].config() == {"name": "tensorboard", "version": "2.6.0", "range": "<2.7,>=2.6.0",
-                                              "modules": ["tensorboard"]}
+                                              "modules": ["tensorboard"],
+                                              "metadata": "tensorboard-2.6.0.dist-info.vendored"}
 
 
 def test_a_pin_other_than_the_one_a_correction_names_is_kept():

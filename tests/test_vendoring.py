@@ -105,14 +105,19 @@ def test_dependencies_are_vendored_privately(vendoring, tmp_path):
     wheel = read_wheel(out)
     names = {m.name for m in wheel.archive.members}
     assert {"tensorflow.deps/numpy/__init__.py", "tensorflow.deps/numpy_extra.py",
-            "tensorflow.deps/numpy-1.19.5.dist-info/METADATA", "tensorflow.deps/numpy-1.19.5.dist-info/RECORD"} <= names
+            "tensorflow.deps/numpy-1.19.5.dist-info.vendored/METADATA",
+            "tensorflow.deps/numpy-1.19.5.dist-info.vendored/RECORD"} <= names
+    # pip before 20.0 takes every folder named *.dist-info, at any depth, for a candidate of the wheel's own
+    folders = {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 1)}
+    assert sorted(f for f in folders if f.endswith(".dist-info")) == ["tensorflow-2.6.2+retf.test.dist-info"]
     assert not any(n.endswith(".pth") or "/scripts/" in n for n in names)
     assert b"Requires-Dist: numpy" not in wheel.metadata and b"Requires-Dist: six (~=1.15.0)" in wheel.metadata
     config = injected_config(zipfile.ZipFile(out).read("tensorflow/__init__.py"))
     assert config["deps"] == "tensorflow.deps"
     # the input asks numpy~=1.19.2, which retfwheel's sharing table takes as >=1.16,<1.20
     assert config["distributions"] == [{"name": "numpy", "version": "1.19.5", "range": "<1.20,>=1.16",
-                                        "modules": ["numpy", "numpy_extra"]}]
+                                        "modules": ["numpy", "numpy_extra"],
+                                        "metadata": "numpy-1.19.5.dist-info.vendored"}]
     assert "tensorflow/_retf_bootstrap.py" in names
 
 

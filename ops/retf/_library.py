@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 import threading
 
 import tensorflow as tf
@@ -40,6 +41,9 @@ def _load():
     if os.environ.get("RETF_OPS", "1") == "0":
         raise OpLibraryError("retf's op library is off in this process (RETF_OPS=0), so retf's ops cannot run; "
                              "unset RETF_OPS here and in every task of the cluster")
+    left_out = getattr(sys.modules.get("tensorflow._retf_bootstrap"), "OPS_LEFT_OUT", None)
+    if left_out:  # the libstdc++ loaded before tensorflow is older than the library needs
+        raise OpLibraryError(left_out)
     running = versions.__version__  # the build's own: in 1.x API mode tf.__version__ is the API's, 1.15.5
     built = built_for()
     if built is not None and built != running:

@@ -17,6 +17,7 @@ from retfwheel.stages.injection import BEGIN, END
 from retfwheel.stages.oplib import OPS_LIBRARY
 from retfwheel.stages.plan import BOOTSTRAP_MODULE, DEPS_DIR, PACKAGE, RUNTIME_DIR, BuildPlan, CopyMember, NewMember
 from retfwheel.stages.sbom import SBOM_NAME, check_sbom, read_sbom
+from retfwheel.stages.sharing import PRIVATE_METADATA_SUFFIX
 from retfwheel.targets.recipe import Recipe, Target
 from retfwheel.wheelfile.archive import read_content
 from retfwheel.wheelfile.record import hash_bytes
@@ -93,8 +94,8 @@ def _audit_sbom(wheel, plan: BuildPlan, checks: list[str]) -> None:
     for name in (m.name for m in wheel.archive.members):
         top, _, rest = name.partition("/")
         folder = rest.split("/", 1)[0]
-        if top == DEPS_DIR and folder.endswith(".dist-info") and rest.endswith("/METADATA"):
-            dist, version = folder[: -len(".dist-info")].rsplit("-", 1)
+        if top == DEPS_DIR and folder.endswith(PRIVATE_METADATA_SUFFIX) and rest.endswith("/METADATA"):
+            dist, version = folder[: -len(PRIVATE_METADATA_SUFFIX)].rsplit("-", 1)
             vendored.add((str(canonicalize_name(dist)), version))
     problems = check_sbom(components, shipped, vendored)
     _expect(not problems, f"the SBOM does not match the wheel: {'; '.join(problems[:3])}")

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from retfwheel.errors import AuditError
 
-SCHEMA = 2  # 2: per-distribution routing ("distributions", "lazy"); 1 had "modules" and "namespaces"
+# 3: "glibcxx_wanted", "glibcxx_needed_by" and each distribution's "metadata" folder; 2: per-distribution
+# routing ("distributions", "lazy"); 1 had "modules" and "namespaces"
+SCHEMA = 3
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Distribution:
     version: str
     range: str  # PEP 440 specifiers the environment's copy must meet to serve
     modules: tuple[str, ...]
+    metadata: str  # its metadata folder in the private folder
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,9 @@ class BootstrapConfig:
     conflicts: str = "error"  # or "warn"
     env: tuple[tuple[str, str], ...] = ()  # runtime defaults
     libstdcxx: str | None = None  # the vendored runtime, relative to site-packages
-    glibcxx_needed: tuple[int, ...] = ()
+    glibcxx_needed: tuple[int, ...] = ()  # what TensorFlow's own native code needs: below it, ImportError
+    glibcxx_needed_by: str = ""  # the shipped file that needs it, for the message
+    glibcxx_wanted: tuple[int, ...] = ()  # preloaded while no libstdc++ is mapped: the op library's or the runtime's
     deps: str | None = None  # the private folder, relative to site-packages
     distributions: tuple[Distribution, ...] = ()
     lazy: tuple[str, ...] = ()
@@ -45,10 +50,13 @@ class BootstrapConfig:
         if self.libstdcxx:
             document["libstdcxx"] = self.libstdcxx
             document["glibcxx_needed"] = list(self.glibcxx_needed)
+            document["glibcxx_needed_by"] = self.glibcxx_needed_by
+            document["glibcxx_wanted"] = list(self.glibcxx_wanted or self.glibcxx_needed)
         if self.deps:
             document["deps"] = self.deps
             document["distributions"] = [{"name": d.name, "version": d.version, "range": d.range,
-                                          "modules": list(d.modules)} for d in self.distributions]
+                                          "modules": list(d.modules), "metadata": d.metadata}
+                                         for d in self.distributions]
             document["lazy"] = list(self.lazy)
         return document
 

@@ -37,7 +37,7 @@ from retfwheel.stages.plan import (
     with_tags,
 )
 from retfwheel.stages.sbom import SBOM_NAME, Part, make_sbom, pypi_purl
-from retfwheel.stages.sharing import LAZY
+from retfwheel.stages.sharing import LAZY, metadata_folder
 from retfwheel.targets.recipe import Recipe
 
 
@@ -62,7 +62,8 @@ def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: t
                              make_sbom(plan.name, plan.version, plan.tool_version, sbom_parts(plan, runtime_step, results))))
     if inject_step is not None:
         config = _bootstrap_config(plan, inject_step, runtime_step, results)
-        members += _bootstrap_members(plan, inject_step, config, results.vendored)
+        ops_needs = next((e.newest("GLIBCXX") for e in results.elves if e.path == OPS_LIBRARY), None)
+        members += _bootstrap_members(plan, inject_step, config, results.vendored, ops_needs)
         notes += _bootstrap_notes(inject_step)
     return seal(plan, tuple(members), tuple(notes), input_elves + results.elves, recipe, where)
 
@@ -155,32 +156,43 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
     built = results.elves
     libstdcxx: str | None = None
     needed: tuple[int, ...] = ()
+    needed_by = ""
+    wanted: tuple[int, ...] = ()
     if runtime_step and runtime:
-        newest = max([runtime_step.needed] + [v for e in built if e is not runtime and (v := e.newest("GLIBCXX"))])
+        needs = [(v, e.path) for e in built if e is not runtime and (v := e.newest("GLIBCXX"))]
+        # The op library is left out of a process whose older libstdc++ was loaded first; the rest is TensorFlow's.
+        essential = [(v, path) for v, path in needs if path != OPS_LIBRARY]
+        needed, needed_by = max(essential + [(runtime_step.needed, "the input's native code")])
+        wanted = max([needed] + [v for v, _ in needs])
         if runtime_step.spec.vendor == "always":
-            newest = max(newest, runtime.newest_provided("GLIBCXX") or newest)
-        libstdcxx, needed = runtime_step.dest, tuple(newest)
+            wanted = max(wanted, runtime.newest_provided("GLIBCXX") or wanted)
+        libstdcxx, needed, wanted = runtime_step.dest, tuple(needed), tuple(wanted)
     distributions: tuple[Distribution, ...] = ()
     lazy: tuple[str, ...] = ()
     if vendored:
-        distributions = tuple(Distribution(s.name, s.version, s.range, s.modules) for s in vendored.shares
+        distributions = tuple(Distribution(s.name, s.version, s.range, s.modules, metadata_folder(s.name, s.version))
+                              for s in vendored.shares
                               if not s.not_served)
         modules = {m for share in vendored.shares for m in share.modules}
         lazy = tuple(sorted(m for m in LAZY if m in modules))
     return BootstrapConfig(label=f"{plan.name} {plan.version}", conflicts=step.conflicts, env=step.runtime_env,
-                           libstdcxx=libstdcxx, glibcxx_needed=needed, deps=DEPS_DIR if vendored else None,
+                           libstdcxx=libstdcxx, glibcxx_needed=needed, glibcxx_needed_by=needed_by,
+                           glibcxx_wanted=wanted, deps=DEPS_DIR if vendored else None,
                            distributions=distributions, lazy=lazy)
 
 
 def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: BootstrapConfig,
-                       vendored: VendoredResult | None) -> list[NewMember]:
+                       vendored: VendoredResult | None, ops_needs: tuple[int, ...] | None) -> list[NewMember]:
     source = (importlib.resources.files("retfwheel.bootstrap") / "retf_bootstrap.py").read_bytes()
     check_bootstrap_schema(source, "bootstrap/retf_bootstrap.py")
     try:
         patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config.to_json()), step.init_name)
         if step.ops_library:  # before the 1.x API block, which picks sparse Adam by whether they are registered
-            ops = {"library": step.ops_library, "label": config.label,
+            # glibcxx: what the library needs; registered only where the process's libstdc++ provides it
+            ops = {"library": step.ops_library, "label": config.label, "glibcxx": list(ops_needs or ()),
                    "v1_large_block_allocator": int(step.v1_large_block_allocator)}
+            if config.libstdcxx:
+                ops["libstdcxx"] = config.libstdcxx
             patched = append(patched, ops_block(BOOTSTRAP_MODULE, ops), step.init_name)
         if step.api == "v1":
             # 0/1, not true/false: the block is Python source, its config a JSON literal that must also be Python's

@@ -31,7 +31,7 @@ from retfwheel.stages.plan import (
     VendorRuntime,
 )
 from retfwheel.stages.runtime import obtain_runtime
-from retfwheel.stages.sharing import NOT_SERVED, Dependency, Share, importable_names, sharing_table
+from retfwheel.stages.sharing import NOT_SERVED, Dependency, Share, importable_names, metadata_folder, sharing_table
 from retfwheel.targets.lock import fetch_locked
 from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import Archive, MemberView, read_content
@@ -147,7 +147,8 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
         renamed: dict[str, str] = {}
         files: list[tuple[str, str]] = []
         for member in wheel.archive.members:
-            name = _vendored_name(member.name, wheel.dist_info, wheel.data_dir)
+            name = _vendored_name(member.name, wheel.dist_info, wheel.data_dir,
+                                  metadata_folder(wheel.metadata_name, str(wheel.version)))
             if name is None:
                 dropped.append(f"{wheel.metadata_name}:{member.name}")
                 continue
@@ -160,7 +161,7 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
                 members.append(NewMember(dest, read_content(wheel.archive, member), member.executable))
             else:
                 members.append(CopyMember(dest, member, wheel.record[member.name].hash, wheel.archive))
-            if not name.startswith(wheel.dist_info + "/"):
+            if not member.name.startswith(wheel.dist_info + "/"):
                 files.append((name, str(wheel.version)))
         elves += [_renamed(elf, renamed[elf.path]) for elf in scan_elves if elf.path in renamed]
         entry = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
@@ -182,8 +183,11 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
     return VendoredResult(tuple(members), tuple(elves), shares, entry_points, tuple(notes))
 
 
-def _vendored_name(name: str, dist_info: str, data_dir: str) -> str | None:
-    """Where a member of a vendored wheel goes inside the private folder (None: left out)."""
+def _vendored_name(name: str, dist_info: str, data_dir: str, metadata: str) -> str | None:
+    """Where a member of a vendored wheel goes inside the private folder (None: left out); its .dist-info
+    becomes ``metadata``."""
+    if name.startswith(dist_info + "/"):
+        return metadata + name[len(dist_info):]
     if name.startswith(data_dir + "/"):
         rest = name[len(data_dir) + 1 :]
         kind, _, path = rest.partition("/")

@@ -42,6 +42,17 @@ LAZY: dict[str, str] = {
 }
 
 
+# pip before 20.0 takes any folder of the wheel, at any depth, named *.dist-info whose name starts with the
+# project's own (tensorflow_estimator-2.6.0.dist-info for tensorflow) for the wheel's metadata and stops
+# with "Multiple .dist-info directories"; the vendored distributions' metadata folders end otherwise.
+PRIVATE_METADATA_SUFFIX = ".dist-info.vendored"
+
+
+def metadata_folder(name: str, version: str) -> str:
+    """The folder a vendored distribution's .dist-info is shipped as, in the private folder."""
+    return f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}{PRIVATE_METADATA_SUFFIX}"
+
+
 API_REQUIRER = "tensorflow.contrib"  # the 1.x API mode's parts built on other distributions (tf_slim)
 
 
@@ -69,7 +80,8 @@ class Share:
 
     def config(self) -> dict:
         """The bootstrap's view of it."""
-        return {"name": self.name, "version": self.version, "range": self.range, "modules": list(self.modules)}
+        return {"name": self.name, "version": self.version, "range": self.range, "modules": list(self.modules),
+                "metadata": metadata_folder(self.name, self.version)}
 
 
 def sharing_table(input_name: str, input_requires: tuple[str, ...], dependencies: list[Dependency],
