@@ -193,11 +193,13 @@ def verified(built_wheel, tmp_path_factory):
     return run.returncode, report, kept / "venv"
 
 
-def kept_environment(recipe, real_wheel, folder):
-    """``real_wheel`` built with ``recipe``, verified, and left installed in a kept copy of its environment."""
-    built = run_cli("build", real_wheel, "--recipe", recipe, "--out-dir", folder / "out")
-    assert built.returncode == 0, built.stderr[-3000:]
-    wheel = built.stdout.strip().splitlines()[-1]
+def kept_environment(recipe, real_wheel, folder, wheel=None):
+    """``real_wheel`` built with ``recipe`` (or its ``wheel`` so built), verified, and left installed in a kept copy
+    of its environment."""
+    if wheel is None:
+        built = run_cli("build", real_wheel, "--recipe", recipe, "--out-dir", folder / "out")
+        assert built.returncode == 0, built.stderr[-3000:]
+        wheel = built.stdout.strip().splitlines()[-1]
     verified = run_cli("verify", wheel, "--recipe", recipe, "--keep-env", folder / "env")
     assert verified.returncode == 0, verified.stdout + verified.stderr[-2000:]
     assert "pass  TF 1.15 program unchanged" in verified.stdout
@@ -206,9 +208,18 @@ def kept_environment(recipe, real_wheel, folder):
 
 
 @pytest.fixture(scope="session")
-def v1_venv(real_wheel, python36, tmp_path_factory) -> Path:
+def v1_wheel(real_wheel, python36, tmp_path_factory) -> Path:
+    """tensorflow-cpu 2.6.2 rebuilt with recipes/emulated-py36-tf1api.toml."""
+    out = tmp_path_factory.mktemp("v1-built")
+    run = run_cli("build", real_wheel, "--recipe", RECIPES / "emulated-py36-tf1api.toml", "--out-dir", out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return Path(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def v1_venv(real_wheel, v1_wheel, tmp_path_factory) -> Path:
     """The wheel of recipes/emulated-py36-tf1api.toml, verified, installed in a kept copy of the old environment."""
-    return kept_environment(RECIPES / "emulated-py36-tf1api.toml", real_wheel, tmp_path_factory.mktemp("v1"))
+    return kept_environment(RECIPES / "emulated-py36-tf1api.toml", real_wheel, tmp_path_factory.mktemp("v1"), v1_wheel)
 
 
 # --- comparing training runs -----------------------------------------------------------------------

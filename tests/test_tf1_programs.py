@@ -109,6 +109,14 @@ def test_placeholders_dense_layers_adam_and_v1_graph(tf115, wheel):
         assert result["v2_control_flow"] == [] and result["executing_eagerly"] is False
 
 
+def test_a_script_that_imports_pandas_first_trains_as_on_tf_1_15(tf115, wheel):
+    """pandas' C++ extensions map the system's old libstdc++ before tensorflow loads; the wheel runs on it."""
+    reference, produced = tf115("pandas_first"), wheel("pandas_first")
+    assert produced["pandas"] == reference["pandas"] == "1.1.5"
+    assert not training_differences(reference["losses"], produced["losses"])
+    assert produced["losses"][-1] < produced["losses"][0]
+
+
 def test_feature_columns_with_adagrad_and_auc(tf115, wheel):
     reference, produced = tf115("feature_columns_adagrad"), wheel("feature_columns_adagrad")
     assert_same_training(reference, produced, metrics=("auc",), exact=("trainable_variables",))

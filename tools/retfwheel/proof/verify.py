@@ -108,9 +108,11 @@ def _kept_folder(folder: Path) -> Path:
 def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Path | None, scripts, progress: Progress) -> list[Check]:
     checks: list[Check] = []
     before = _snapshot(env)
-    progress(f"pip install --no-index {wheel_path.name}")
+    pip = _python(env, ["-m", "pip", "--version"]).stdout.split()[1:2] or ["unknown"]
+    progress(f"pip {pip[0]} install --no-index {wheel_path.name}")
     install = _python(env, ["-m", "pip", "install", "--disable-pip-version-check", "--no-index", str(wheel_path)])
-    checks.append(_status("pip install --no-index", install.returncode == 0, last_line(install) if install.returncode else "installed offline"))
+    checks.append(_status("pip install --no-index", install.returncode == 0,
+                          last_line(install) if install.returncode else f"installed offline with the environment's pip {pip[0]}"))
     if install.returncode != 0:
         return checks + [Check("remaining checks", "FAIL", "skipped: the wheel did not install")]
     after = _snapshot(env)
@@ -175,7 +177,8 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     checks.append(_cluster_check(env, wheel, progress))
     if wheel.archive.member("tensorflow/_retf_bootstrap.py") is not None:
         modules = environment_modules(before, name)
-        checks.append(_imports_before(env, modules, progress))
+        extensions = cxx_extension_modules(before, name, env.venv)
+        checks.append(_imports_before(env, {**modules, **extensions}, progress))
         checks.append(_imports_after(env, modules, progress))
     for script in scripts:
         progress(f"running {script}")
@@ -231,38 +234,62 @@ def environment_modules(snapshot: dict, replaced: str) -> dict[str, str]:
     return modules
 
 
-def _imports_before(env: Environment, modules: dict[str, str], progress: Progress) -> Check:
-    """Each module imported before tensorflow: it works, or fails with the bootstrap's own explanation."""
-    progress(f"importing each of {len(modules)} environment modules before tensorflow")
-    code = "import sys, importlib; importlib.import_module(sys.argv[1]); import tensorflow as tf; tf.zeros([1])"
+def cxx_extension_modules(snapshot: dict, replaced: str, prefix: Path) -> dict[str, str]:
+    """{module: distribution}: for each distribution of the environment (but the replaced one), its first C++
+    extension (an ELF file that links libstdc++), which maps the system libstdc++ when imported."""
+    found: dict[str, str] = {}
+    for dist, info in sorted(snapshot.items()):
+        if dist == replaced:
+            continue
+        for path in sorted(p for p in info["files"] if "site-packages/" in p and p.endswith(".so")):
+            try:
+                data = (prefix / path).read_bytes()
+                needed = read_elf(path, MemberView(iter([data]), len(data))).needed
+            except (OSError, ValueError):
+                continue
+            module = path.split("site-packages/", 1)[1][: -len(".so")].split(".", 1)[0].replace("/", ".")
+            if all(part.isidentifier() for part in module.split(".")) and any(n.startswith("libstdc++.so") for n in needed):
+                found[module] = dist
+                break
+    return found
 
-    def attempt(module: str) -> tuple[str, str]:
-        result = _python(env, ["-c", code, module], emulate=True)
-        if result.returncode == 0:
-            return "works", ""
+
+def _imports_before(env: Environment, modules: dict[str, str], progress: Progress) -> Check:
+    """Each module imported before tensorflow, then a training step: it works, or fails with the bootstrap's
+    explanation of a private module's range. A libstdc++ mapped first is never a reason to refuse."""
+    progress(f"importing each of {len(modules)} environment modules before tensorflow, then training a step")
+    probe = _probe_script("import_first.py")
+
+    def attempt(module: str) -> tuple[str, dict | str]:
+        result = _python(env, [probe, module], emulate=True)
+        report = _json(result)
+        if report is not None:
+            loss = report.get("loss", [0, 0])
+            return ("works", report) if loss[1] < loss[0] else ("broken", f"loss {loss[0]} -> {loss[1]}")
         if "was already imported from" in result.stderr and "Fix: import tensorflow before" in result.stderr:
             return "explained", ""
-        if "a process can hold only one libstdc++" in result.stderr and "LD_PRELOAD=" in result.stderr:
-            return "runtime", ""
         alone = _python(env, ["-c", "import importlib, sys; importlib.import_module(sys.argv[1])", module], emulate=True)
         return ("unimportable", "") if alone.returncode != 0 else ("broken", last_line(result))
 
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
         outcomes = dict(zip(modules, pool.map(attempt, modules)))
-    works = sorted(m for m, (kind, _) in outcomes.items() if kind == "works")
-    explained = sorted(m for m, (kind, _) in outcomes.items() if kind == "explained")
+    kinds = {kind: sorted(m for m, (k, _) in outcomes.items() if k == kind)
+             for kind in ("works", "explained", "unimportable")}
     broken = [f"{m}: {why}" for m, (kind, why) in sorted(outcomes.items()) if kind == "broken"]
     if broken:
         return Check("imported before tensorflow", "FAIL", "; ".join(broken[:3]))
-    detail = f"{len(works)} of {len(modules)} modules work"
-    if explained:
-        detail += f"; {len(explained)} refused with the range and the fix ({', '.join(explained)})"
-    runtime = sorted(m for m, (kind, _) in outcomes.items() if kind == "runtime")
-    if runtime:
-        detail += f"; {len(runtime)} load an older libstdc++ first, refused with the LD_PRELOAD fix ({', '.join(runtime)})"
-    unimportable = sorted(m for m, (kind, _) in outcomes.items() if kind == "unimportable")
-    if unimportable:
-        detail += f"; {len(unimportable)} fail without tensorflow too ({', '.join(unimportable)})"
+    reports = {m: r for m, (k, r) in outcomes.items() if k == "works" and isinstance(r, dict)}
+    first = sorted(m for m, r in reports.items() if r.get("mapped_before"))
+    left_out = sorted(m for m, r in reports.items() if r.get("ops_left_out"))
+    detail = f"{len(kinds['works'])} of {len(modules)} modules work and train a step"
+    if first:
+        detail += f"; {len(first)} of them map the system libstdc++ first ({', '.join(first)})"
+    if left_out:
+        detail += f"; without the op library after {', '.join(left_out)} (their libstdc++ is older than it needs)"
+    if kinds["explained"]:
+        detail += f"; {len(kinds['explained'])} refused with the range and the fix ({', '.join(kinds['explained'])})"
+    if kinds["unimportable"]:
+        detail += f"; {len(kinds['unimportable'])} fail without tensorflow too ({', '.join(kinds['unimportable'])})"
     return Check("imported before tensorflow", "pass", detail)
 
 

@@ -70,11 +70,14 @@ def _fetch_system_runtime(spec, recipe: Recipe, runtime: Path, cache: Path, prog
 
 
 def _make_environment(spec, recipe: Recipe, interpreter: Path, folder: Path, python: Path, progress: Progress) -> None:
-    progress(f"creating the {recipe.name} environment: Python {interpreter} with {', '.join(spec.packages + spec.upgrades)} (once)")
+    progress(f"creating the {recipe.name} environment: Python {interpreter}, pip {spec.pip}, "
+             f"{', '.join(spec.packages + spec.upgrades) or 'nothing else'} (once)")
     make_venv(interpreter, folder)  # in place: a venv is not moved once made
     # The upgrades go in a second install: pip resolves them over the first one's pins, as users' own
-    # `pip install numpy==...` does (warning that tensorflow 1.15.5 asked for less).
-    for requirements in (spec.packages, spec.upgrades):
+    # `pip install numpy==...` does (warning that tensorflow 1.15.5 asked for less). The packages are resolved
+    # by a pip that backtracks over releases newer than the target's Python, which the user's older pip met
+    # only later; the user's pip goes in last, and installs the wheel.
+    for requirements in (spec.packages, spec.upgrades, (f"pip=={spec.pip}",)):
         if requirements:
             result = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *requirements],
                                     capture_output=True, text=True)
@@ -88,7 +91,7 @@ def _make_environment(spec, recipe: Recipe, interpreter: Path, folder: Path, pyt
 def _environment_folder(recipe: Recipe, cache: Path, interpreter: Path) -> Path:
     spec = recipe.environment
     assert spec is not None
-    key = hashlib.sha256(json.dumps([str(interpreter), list(spec.packages), list(VENV_TOOLS)]
+    key = hashlib.sha256(json.dumps([str(interpreter), list(spec.packages), list(VENV_TOOLS), spec.pip]
                                     + ([list(spec.upgrades)] if spec.upgrades else [])).encode()).hexdigest()[:16]
     return entry_path(cache, "environments", f"{recipe.name}-{key}")
 

@@ -93,6 +93,9 @@ class OpsSpec:
     suite: str = "bullseye"
 
 
+DEFAULT_ENVIRONMENT_PIP = "19.0.3"  # the oldest pip that installs TF 1.15.5 (manylinux2010) from PyPI
+
+
 @dataclass(frozen=True)
 class EnvironmentSpec:
     """The old user environment a produced wheel is verified in ([environment])."""
@@ -103,6 +106,9 @@ class EnvironmentSpec:
     # Installed after `packages`, over their pins: what users of the produced wheel had to change (the fix a
     # refusal of the wheel names, e.g. a newer numpy), so the environment is theirs after that change.
     upgrades: tuple[str, ...] = ()
+    # The pip the environment is made with, and the wheel installed with: the user's. TF 1.15.5's wheels are
+    # manylinux2010, so whoever installed it from PyPI has pip 19.0 or newer.
+    pip: str = DEFAULT_ENVIRONMENT_PIP
 
 
 @dataclass(frozen=True)
@@ -452,7 +458,7 @@ def _requirements(value: Any) -> tuple[str, ...]:
 
 
 def _environment_spec(c: _Checker, data: dict) -> EnvironmentSpec | None:
-    t = c.table(data, "environment", ("packages", "upgrades", "system_libstdcxx", "docker"), required=False)
+    t = c.table(data, "environment", ("packages", "upgrades", "system_libstdcxx", "docker", "pip"), required=False)
     if not t:
         return None
     packages = c.get(t, "environment", "packages", _requirements, ())
@@ -471,7 +477,9 @@ def _environment_spec(c: _Checker, data: dict) -> EnvironmentSpec | None:
             runtime = RuntimeSpec("debian", "always", package=values["package"] or "", version=values["version"] or "",
                                   suite=values["suite"] or "", sha256=values["sha256"] or "")
     docker = c.get(t, "environment", "docker", _string(re.compile(r"^[A-Za-z0-9_.-]+$"), "a folder name under docker/"), None)
-    return EnvironmentSpec(tuple(packages or ()), runtime, docker, tuple(upgrades or ()))
+    pip = c.get(t, "environment", "pip", _string(re.compile(r"^[0-9]+(\.[0-9]+)*$"), "a pip version such as \"19.0.3\""),
+                DEFAULT_ENVIRONMENT_PIP)
+    return EnvironmentSpec(tuple(packages or ()), runtime, docker, tuple(upgrades or ()), pip or DEFAULT_ENVIRONMENT_PIP)
 
 
 def _deps_spec(c: _Checker, data: dict, path: Path) -> DepsSpec | None:

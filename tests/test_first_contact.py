@@ -1,0 +1,162 @@
+"""A user's first minute, as users run it (slow; run in CI): the wheel installed into the emulated TF 1.15.5
+environment with the user's own pip, never upgraded first; `import pandas` (or another module whose C++ extension
+maps the system libstdc++) before `import tensorflow`, then a training step; and a `pip install` killed half-way,
+then repaired the way a user would.
+
+| pip | who has it |
+|---|---|
+| 9.0.1 | Ubuntu 18.04's python3-pip |
+| 18.1 | a new Python 3.6 venv |
+| 19.0.3 | the oldest that installs TF 1.15.5 (manylinux2010) from PyPI: the recipes' `[environment] pip` |
+| 19.3.1, 20.0.2 | current while TF 1.15 was |
+| 21.3.1 | the last for Python 3.6 |
+
+pip 19.0.3 installs both wheels in every `verify` (and so in tests/test_real_tensorflow.py and test_tf1_api.py);
+here the others do, each into its own copy of the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PROGRAM_TIMEOUT, RECIPES, run_bounded
+
+pytestmark = pytest.mark.slow
+
+PROBE = Path(__file__).resolve().parent.parent / "probes" / "import_first.py"
+V1 = RECIPES / "emulated-py36-tf1api.toml"
+V2 = RECIPES / "emulated-py36.toml"
+INSTALL_TIMEOUT = 900
+
+
+def environment(recipe: Path, folder: Path, pip: str | None = None) -> Path:
+    """A fresh copy of ``recipe``'s cached environment (made on first use), with ``pip`` installed as the user had it."""
+    from retfwheel.targets.environment import prepare_environment
+    from retfwheel.targets.fetch import cache_root
+    from retfwheel.targets.recipe import load_recipe
+
+    venv = prepare_environment(load_recipe(recipe), cache_root(), None, lambda message: None).copy_to(folder).python
+    if pip is not None:
+        python(venv, "-m", "pip", "install", "-q", f"pip=={pip}")
+    return venv
+
+
+def python(venv: Path, *arguments: str, timeout: float = INSTALL_TIMEOUT) -> subprocess.CompletedProcess:
+    result = run_bounded([venv, *arguments], timeout)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return result
+
+
+def pip_version(venv: Path) -> str:
+    return python(venv, "-m", "pip", "--version").stdout.split()[1]
+
+
+def first_import_then_train(recipe: Path, venv: Path, module: str) -> dict:
+    """The probe under the old runtime: ``module`` imported, then tensorflow, then a training step."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+    result = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(venv.parent.parent),
+                          "python", str(PROBE), module], PROGRAM_TIMEOUT, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "left out its retf op library" not in result.stderr, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def site_packages(venv: Path) -> Path:
+    return next(venv.parent.parent.glob("lib/python3.*/site-packages"))
+
+
+@pytest.fixture(scope="module")
+def wheels(built_wheel, v1_wheel):
+    return {"v2": (V2, built_wheel), "v1": (V1, v1_wheel)}
+
+
+# Every pip with the 1.x-API wheel; the oldest and newest with the 2.x-API wheel too (same layout, other bootstrap).
+PIPS = [("9.0.1", "v1"), ("18.1", "v1"), ("19.3.1", "v1"), ("20.0.2", "v1"), ("21.3.1", "v1"),
+        ("9.0.1", "v2"), ("21.3.1", "v2")]
+
+
+@pytest.mark.parametrize("pip, which", PIPS)
+def test_the_users_pip_installs_the_wheel_and_pandas_first_trains(wheels, pip, which, tmp_path):
+    recipe, wheel = wheels[which]
+    venv = environment(recipe, tmp_path, pip)
+    assert pip_version(venv) == pip
+    install = python(venv, "-m", "pip", "install", str(wheel))  # the user's own command, nothing more
+    assert "Successfully installed tensorflow-2.6.2" in install.stdout, install.stdout[-2000:]
+    site = site_packages(venv)
+    assert [p.name for p in site.glob("tensorflow-*.dist-info")] == [wheel.name.split("-cp36")[0] + ".dist-info"]
+    report = first_import_then_train(recipe, venv, "pandas")
+    assert report["mapped_before"] and not report["ops_left_out"], report
+    assert report["loss"][1] < report["loss"][0], report
+    check = run_bounded([venv, "-m", "pip", "check"], PROGRAM_TIMEOUT)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize("module", ["scipy.sparse", "sklearn.linear_model", "matplotlib.pyplot"])
+def test_data_libraries_imported_first_leave_the_op_library_in(v1_venv, module):
+    """Their C++ extensions map the system's libstdc++ 6.0.28; the wheel's op library needs no newer one."""
+    report = first_import_then_train(V1, v1_venv / "bin" / "python", module)
+    assert report["mapped_before"] == [report["mapped_before"][0]] and "libstdc++.so.6" in report["mapped_before"][0]
+    assert report["ops_left_out"] is None and report["loss"][1] < report["loss"][0], report
+
+
+def install_killed(venv: Path, wheel: Path, when) -> str:
+    """Start `pip install WHEEL` and kill it (SIGKILL, its whole process group) once ``when(site)`` holds;
+    what was in site-packages then."""
+    site = site_packages(venv)
+    process = subprocess.Popen([str(venv), "-m", "pip", "install", str(wheel)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + INSTALL_TIMEOUT
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            state = when(site)
+            if state:
+                return state
+            time.sleep(0.05)
+        pytest.fail(f"pip finished (exit {process.returncode}) before the point to kill it at")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def files_under(folder: Path, at_least: int) -> str:
+    count = sum(len(files) for _, _, files in os.walk(folder)) if folder.is_dir() else 0
+    return f"{count} files in {folder.name}/" if count >= at_least else ""
+
+
+def tensorflow_record(wheel: Path) -> list[str]:
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        record = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
+        return [line.rsplit(",", 2)[0] for line in zf.read(record).decode().splitlines() if line]
+
+
+# Early: TF 1.15.5 moved aside and the first of the wheel's files written; late: most of tensorflow/ written.
+KILL_POINTS = {"early": lambda site: files_under(site / "tensorflow", 50),
+               "late": lambda site: files_under(site / "tensorflow", 5000)}
+
+
+@pytest.mark.parametrize("pip", ["19.0.3", "21.3.1"])  # unpack-then-copy, and straight from the zip
+@pytest.mark.parametrize("point", sorted(KILL_POINTS))
+def test_a_killed_install_is_repaired_by_installing_again(wheels, pip, point, tmp_path):
+    recipe, wheel = wheels["v1"]
+    venv = environment(recipe, tmp_path, pip)
+    state = install_killed(venv, wheel, KILL_POINTS[point])
+    python(venv, "-m", "pip", "install", str(wheel))
+    report = first_import_then_train(recipe, venv, "pandas")
+    assert report["loss"][1] < report["loss"][0], (state, report)
+    check = run_bounded([venv, "-m", "pip", "check"], PROGRAM_TIMEOUT)
+    assert check.returncode == 0, (state, check.stdout + check.stderr)
+    python(venv, "-m", "pip", "uninstall", "-y", "tensorflow")
+    site = site_packages(venv)
+    left = [path for path in tensorflow_record(wheel) if (site / path).exists()]
+    assert not left, (state, left[:10])
