@@ -59,6 +59,8 @@ def run(package_dir, config):
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])
+    if config.get("dist_info"):
+        _refuse_an_interrupted_install(site, config)
     _apply_runtime_defaults(config.get("env", {}), log)
     if config.get("libstdcxx"):
         _prepare_runtime(os.path.join(site, config["libstdcxx"]), tuple(config["glibcxx_needed"]),
@@ -66,6 +68,27 @@ def run(package_dir, config):
     if config.get("deps"):
         _prepare_dependencies(os.path.realpath(os.path.join(site, config["deps"])), config, log)
     log("bootstrap done")
+
+
+def _refuse_an_interrupted_install(site, config):
+    """ImportError when an install of this wheel was killed part-way: pip writes INSTALLER last, and until then the
+    metadata it has copied makes pip take the half-written package for installed ("Requirement already satisfied")."""
+    info = os.path.join(site, config["dist_info"])
+    if os.path.isfile(os.path.join(info, "INSTALLER")) or not os.path.isdir(info):
+        return
+    import csv
+    try:
+        with open(os.path.join(info, "RECORD"), newline="") as handle:
+            paths = [row[0] for row in csv.reader(handle) if row]
+    except OSError:
+        return
+    missing = [path for path in paths if not os.path.exists(os.path.join(site, path))]
+    if missing:  # an installer that writes no INSTALLER, and wrote every file, is fine
+        raise ImportError(
+            "%s is half-installed: %d of its %d files are missing (%s, ...), as when a pip install is stopped "
+            "part-way, and pip takes it for installed.\nFix: pip install --force-reinstall --no-deps <its .whl file>, "
+            "or pip uninstall -y %s and install the TensorFlow you want."
+            % (config["label"], len(missing), len(paths), missing[0], config["label"].split()[0]))
 
 
 def _apply_runtime_defaults(defaults, log):

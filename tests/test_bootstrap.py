@@ -122,6 +122,26 @@ def test_an_op_library_the_loaded_runtime_cannot_load_is_left_out_with_the_fix(p
     assert left_out.endswith("start Python with LD_PRELOAD=/site/tensorflow.libs/libstdc++.so.6.")
 
 
+def test_a_half_installed_wheel_is_refused_with_the_fix(python36, install):
+    """pip writes INSTALLER last: metadata without it, and files RECORD lists missing, is an install killed part-way."""
+    site, env = install(dist_info="tensorflow-9.9.dist-info")
+    info = site / "tensorflow-9.9.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("tensorflow/__init__.py,,\ntensorflow/python/eager/context.py,sha256=x,1\n"
+                                 "tensorflow-9.9.dist-info/RECORD,,\n")
+    result = run(python36, site, env, "import tensorflow")
+    assert result.returncode != 0
+    assert ("tensorflow 9.9+retf.test is half-installed: 1 of its 3 files are missing "
+            "(tensorflow/python/eager/context.py, ...)") in result.stderr
+    assert "Fix: pip install --force-reinstall --no-deps <its .whl file>, or pip uninstall -y tensorflow" in result.stderr
+    (site / "tensorflow" / "python" / "eager").mkdir(parents=True)
+    (site / "tensorflow" / "python" / "eager" / "context.py").write_text("")
+    assert run(python36, site, env, "import tensorflow").returncode == 0  # every file there: no INSTALLER is fine
+    (site / "tensorflow" / "python" / "eager" / "context.py").unlink()
+    (info / "INSTALLER").write_text("pip\n")
+    assert run(python36, site, env, "import tensorflow").returncode == 0  # installed: never checked file by file
+
+
 WHERE = "import json, sys; print(json.dumps({m: sys.modules[m].__file__ for m in sys.argv[1:]}))"
 
 

@@ -116,7 +116,7 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     if install.returncode != 0:
         return checks + [Check("remaining checks", "FAIL", "skipped: the wheel did not install")]
     after = _snapshot(env)
-    checks.append(_unchanged(before, after, name, lambda path: _command_fails(env, path)))
+    checks.append(_unchanged(before, after, name, lambda path: _command_fails(env, str(env.venv / path))))
     pip_check = _python(env, ["-m", "pip", "check", "--disable-pip-version-check"])
     checks.append(_status("pip check", pip_check.returncode == 0, last_line(pip_check)))
 
@@ -363,10 +363,12 @@ def _probe_script(name: str) -> str:
 
 
 def _python(env: Environment, arguments: list[str], *, emulate: bool = False) -> subprocess.CompletedProcess:
+    """``arguments`` run by the environment's Python, from its own folder: a working folder holding other
+    distributions' metadata (a source checkout's *.egg-info) would join what pip and pkg_resources see."""
     command = [str(env.python), *arguments]
     if emulate:
         command = emulated_command(env, command)
-    return subprocess.run(command, capture_output=True, text=True)
+    return subprocess.run(command, capture_output=True, text=True, cwd=env.venv.parent)
 
 
 def _snapshot(env: Environment) -> dict:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from retfwheel.errors import AuditError
 
-# 3: "glibcxx_wanted", "glibcxx_needed_by" and each distribution's "metadata" folder; 2: per-distribution
+# 3: "dist_info", "glibcxx_wanted", "glibcxx_needed_by" and each distribution's "metadata" folder; 2: per-distribution
 # routing ("distributions", "lazy"); 1 had "modules" and "namespaces"
 SCHEMA = 3
 
@@ -31,6 +31,7 @@ class Distribution:
 @dataclass(frozen=True)
 class BootstrapConfig:
     label: str  # "<name> <version>" of the produced wheel, for messages
+    dist_info: str = ""  # its .dist-info folder, relative to site-packages: a half-installed wheel is refused
     conflicts: str = "error"  # or "warn"
     env: tuple[tuple[str, str], ...] = ()  # runtime defaults
     libstdcxx: str | None = None  # the vendored runtime, relative to site-packages
@@ -45,6 +46,8 @@ class BootstrapConfig:
     def to_json(self) -> dict:
         """The literal injected into tensorflow/__init__.py (keys only where set, as the bootstrap reads them)."""
         document: dict = {"schema": self.schema, "label": self.label, "conflicts": self.conflicts}
+        if self.dist_info:
+            document["dist_info"] = self.dist_info
         if self.env:
             document["env"] = dict(self.env)
         if self.libstdcxx:

@@ -175,7 +175,8 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
                               if not s.not_served)
         modules = {m for share in vendored.shares for m in share.modules}
         lazy = tuple(sorted(m for m in LAZY if m in modules))
-    return BootstrapConfig(label=f"{plan.name} {plan.version}", conflicts=step.conflicts, env=step.runtime_env,
+    return BootstrapConfig(label=f"{plan.name} {plan.version}", dist_info=plan.dist_info, conflicts=step.conflicts,
+                           env=step.runtime_env,
                            libstdcxx=libstdcxx, glibcxx_needed=needed, glibcxx_needed_by=needed_by,
                            glibcxx_wanted=wanted, deps=DEPS_DIR if vendored else None,
                            distributions=distributions, lazy=lazy)
