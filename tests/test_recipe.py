@@ -99,3 +99,12 @@ def test_fused_sparse_and_deeprec_switches_need_the_1x_api_and_the_op_library(tm
     assert load_recipe(write(tmp_path, GOOD)).v1_fused_sparse is False
     with pytest.raises(RecipeError, match=f"{key}.*expected true or false"):
         load_recipe(write(tmp_path, text.replace("= true", '= "yes"') + "\n[ops]\nbuild = true\n"))
+
+
+def test_the_environments_pip_is_the_users(tmp_path, emulated):
+    assert load_recipe(emulated).environment.pip == "19.0.3"
+    recipe = load_recipe(write(tmp_path, GOOD + '\n[environment]\npackages = ["tensorflow==1.15.5"]\n'))
+    assert recipe.environment.pip == "19.0.3"  # the oldest pip that installs TF 1.15.5 from PyPI
+    assert load_recipe(write(tmp_path, GOOD + '\n[environment]\npip = "9.0.1"\n')).environment.pip == "9.0.1"
+    with pytest.raises(RecipeError, match=r"\[environment\] pip = 'latest': expected a pip version such as"):
+        load_recipe(write(tmp_path, GOOD + '\n[environment]\npip = "latest"\n'))
