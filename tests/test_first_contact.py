@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAM_TIMEOUT, RECIPES, run_bounded
+from conftest import PROGRAM_TIMEOUT, RECIPES, run_bounded, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -61,13 +61,14 @@ def pip_version(venv: Path) -> str:
     return python(venv, "-m", "pip", "--version").stdout.split()[1]
 
 
-def first_import_then_train(recipe: Path, venv: Path, module: str) -> dict:
-    """The probe under the old runtime: ``module`` imported, then tensorflow, then a training step."""
+def first_import_then_train(recipe: Path, venv: Path, module: str, warnings: int = 0) -> dict:
+    """The probe under the old runtime: ``module`` imported, then tensorflow, then a training step (``warnings``:
+    how many times stderr may say the op library was left out)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
     result = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(venv.parent.parent),
                           "python", str(PROBE), module], PROGRAM_TIMEOUT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "left out its retf op library" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.count("left out its retf op library") == warnings, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -102,8 +103,32 @@ def test_the_users_pip_installs_the_wheel_and_pandas_first_trains(wheels, pip, w
 def test_data_libraries_imported_first_leave_the_op_library_in(v1_venv, module):
     """Their C++ extensions map the system's libstdc++ 6.0.28; the wheel's op library needs no newer one."""
     report = first_import_then_train(V1, v1_venv / "bin" / "python", module)
-    assert report["mapped_before"] == [report["mapped_before"][0]] and "libstdc++.so.6" in report["mapped_before"][0]
+    assert len(report["mapped_before"]) == 1 and "/libstdc++.so.6" in report["mapped_before"][0], report
     assert report["ops_left_out"] is None and report["loss"][1] < report["loss"][0], report
+
+
+def test_an_op_library_that_needs_a_newer_runtime_is_left_out_not_refused(real_wheel, tmp_path):
+    """The 1.x-API recipe with its op library built by this machine's g++ 12 (GLIBCXX_3.4.30, newer than the target's
+    3.4.28): after `import pandas` mapped the system's libstdc++, tensorflow imports without it, says so once with the
+    LD_PRELOAD fix, and trains on TensorFlow's own optimizers; imported first, it preloads the vendored runtime and
+    registers the library."""
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    recipe = folder / V1.name
+    text = V1.read_text()
+    assert text.count('\nbuilder = "debian-root"') == 1
+    recipe.write_text(text.replace('\nbuilder = "debian-root"', '\nbuilder = "host"'))
+    for lock in RECIPES.glob(f"{V1.stem}.*.lock"):
+        (folder / lock.name).write_bytes(lock.read_bytes())
+    built = run_cli("build", real_wheel, "--recipe", recipe, "--out-dir", tmp_path / "out")
+    assert built.returncode == 0, built.stderr[-3000:]
+    venv = environment(recipe, tmp_path)
+    python(venv, "-m", "pip", "install", built.stdout.strip().splitlines()[-1])
+    report = first_import_then_train(recipe, venv, "pandas", warnings=1)
+    assert "needs GLIBCXX_3.4.30" in report["ops_left_out"] and "start Python with LD_PRELOAD=" in report["ops_left_out"]
+    assert report["loss"][1] < report["loss"][0], report
+    report = first_import_then_train(recipe, venv, "json")  # no C++ extension: tensorflow maps the runtime first
+    assert not report["mapped_before"] and report["ops_left_out"] is None and report["loss"][1] < report["loss"][0]
 
 
 def install_killed(venv: Path, wheel: Path, share: float) -> str:
@@ -167,3 +192,41 @@ def test_a_killed_install_is_repaired_by_installing_again(wheels, pip, point, tm
     site = site_packages(venv)
     left = [path for path in tensorflow_record(wheel) if (site / path).exists()]
     assert not left, (state, left[:10])
+
+
+TF115_PROGRAM = """
+import json
+import pandas
+import tensorflow as tf
+x = tf.get_variable("x", [4], initializer=tf.ones_initializer())
+loss = tf.reduce_sum(x * x)
+train = tf.train.AdamOptimizer(0.1).minimize(loss)
+with tf.Session() as session:
+    session.run(tf.global_variables_initializer())
+    before = session.run(loss)
+    session.run(train)
+    print(json.dumps({"version": tf.__version__, "loss": [float(before), float(session.run(loss))]}))
+"""
+
+
+@pytest.mark.parametrize("pip", ["19.0.3", "21.3.1"])
+def test_a_killed_install_gives_way_to_tensorflow_1_15(wheels, pip, tmp_path):
+    """The other way back: `pip install tensorflow==1.15.5` after the kill gives a TF 1.15.5 that trains. Where the
+    wheel's metadata was written before the kill, pip removes every file of the wheel on the way."""
+    recipe, wheel = wheels["v1"]
+    venv = environment(recipe, tmp_path, pip)
+    state = install_killed(venv, wheel, KILL_POINTS["late"])
+    site = site_packages(venv)
+    recorded = any(site.glob("tensorflow-2.6.2*.dist-info/RECORD"))
+    python(venv, "-m", "pip", "install", "tensorflow==1.15.5")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+    run = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(venv.parents[1]),
+                       "python", "-c", TF115_PROGRAM], PROGRAM_TIMEOUT, env=env)
+    assert run.returncode == 0, (state, run.stderr[-3000:])
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["version"] == "1.15.5" and report["loss"][1] < report["loss"][0], (state, report)
+    if recorded:
+        with open(next(site.glob("tensorflow-1.15.5.dist-info/RECORD"))) as record:
+            theirs = {line.rsplit(",", 2)[0] for line in record}
+        left = [path for path in tensorflow_record(wheel) if (site / path).exists() and path not in theirs]
+        assert not left, (state, left[:10])
