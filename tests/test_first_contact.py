@@ -81,7 +81,8 @@ def wheels(built_wheel, v1_wheel):
     return {"v2": (V2, built_wheel), "v1": (V1, v1_wheel)}
 
 
-PIPS = [(pip, which) for which in ("v1", "v2") for pip in ("9.0.1", "18.1", "19.3.1", "20.0.2", "21.3.1")]
+# Every pip with the 1.x-API wheel; the oldest and the newest with the 2.x-API wheel, whose layout is the same.
+PIPS = [(pip, "v1") for pip in ("9.0.1", "18.1", "19.3.1", "20.0.2", "21.3.1")] + [("9.0.1", "v2"), ("21.3.1", "v2")]
 
 
 @pytest.mark.parametrize("pip, which", PIPS)
@@ -171,8 +172,8 @@ def tensorflow_record(wheel: Path) -> list[str]:
 KILL_POINTS = {"early": 0.02, "late": 0.7}
 
 
-@pytest.mark.parametrize("pip", ["19.0.3", "21.3.1"])  # unpack-then-copy, and straight from the zip
-@pytest.mark.parametrize("point", sorted(KILL_POINTS))
+# pip 19.0.3 copies the unpacked wheel in the file system's order, pip 21.3.1 straight from the zip in its order
+@pytest.mark.parametrize("pip, point", [("19.0.3", "early"), ("19.0.3", "late"), ("21.3.1", "late")])
 def test_a_killed_install_is_repaired_by_installing_again(wheels, pip, point, tmp_path):
     recipe, wheel = wheels["v1"]
     venv = environment(recipe, tmp_path, pip)
@@ -209,7 +210,7 @@ with tf.Session() as session:
 """
 
 
-@pytest.mark.parametrize("pip", ["19.0.3", "21.3.1"])
+@pytest.mark.parametrize("pip", ["19.0.3"])
 def test_a_killed_install_gives_way_to_tensorflow_1_15(wheels, pip, tmp_path):
     """The other way back: `pip install tensorflow==1.15.5` after the kill gives a TF 1.15.5 that trains. Where the
     wheel's metadata was written before the kill, pip removes every file of the wheel on the way."""

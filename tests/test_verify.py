@@ -1,7 +1,7 @@
 import pytest
 
 from retfwheel.errors import InputFileError
-from retfwheel.proof.verify import KEPT_MARKER, _kept_folder, _unchanged
+from retfwheel.proof.verify import KEPT_MARKER, _kept_folder, _unchanged, first_imports
 
 
 def snapshot(**dists):
@@ -76,3 +76,10 @@ def test_keep_env_replaces_only_a_folder_it_made(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert (_kept_folder(empty) / KEPT_MARKER).is_file()
+
+
+def test_a_package_with_a_cxx_extension_is_imported_first_by_that_extension():
+    modules = {"pandas": "pandas", "six": "six", "matplotlib": "matplotlib", "pylab": "matplotlib"}
+    extensions = {"pandas._libs.window.aggregations": "pandas", "matplotlib._contour": "matplotlib"}
+    assert first_imports(modules, extensions) == {"matplotlib._contour": "matplotlib", "pandas._libs.window.aggregations":
+                                                  "pandas", "pylab": "matplotlib", "six": "six"}

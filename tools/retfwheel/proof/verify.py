@@ -177,8 +177,8 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     checks.append(_cluster_check(env, wheel, progress))
     if wheel.archive.member("tensorflow/_retf_bootstrap.py") is not None:
         modules = environment_modules(before, name)
-        extensions = cxx_extension_modules(before, name, env.venv)
-        checks.append(_imports_before(env, {**modules, **extensions}, progress))
+        checks.append(_imports_before(env, first_imports(modules, cxx_extension_modules(before, name, env.venv)),
+                                      progress))
         checks.append(_imports_after(env, modules, progress))
     for script in scripts:
         progress(f"running {script}")
@@ -252,6 +252,14 @@ def cxx_extension_modules(snapshot: dict, replaced: str, prefix: Path) -> dict[s
                 found[module] = dist
                 break
     return found
+
+
+def first_imports(modules: dict[str, str], extensions: dict[str, str]) -> dict[str, str]:
+    """What to import before tensorflow: each module, but a package with a C++ extension by that extension, whose
+    import runs the package's own first."""
+    tops = {extension.split(".")[0] for extension in extensions}
+    chosen = {module: dist for module, dist in modules.items() if module.split(".")[0] not in tops}
+    return dict(sorted({**chosen, **extensions}.items()))
 
 
 def _imports_before(env: Environment, modules: dict[str, str], progress: Progress) -> Check:
