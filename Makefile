@@ -9,7 +9,10 @@ RECIPE ?= recipes/emulated-py36.toml
 
 setup: $(VENV)/.installed
 
+# The shipped recipes compile the op library inside a Debian root that debootstrap makes (as root).
 $(VENV)/.installed: pyproject.toml
+	@if [ "$$(id -u)" = 0 ] && ! command -v debootstrap >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[test]'

@@ -51,7 +51,7 @@ class RecipeError(RetfError):
     """A recipe is missing, malformed or invalid. Carries every problem found."""
 
     exit_code = 7
-    hint = "fix the recipe; the README's Recipes section lists every key"
+    hint = "fix the recipe; docs/recipes.md describes the format (the 1.x API's switches: docs/guide.md)"
 
     def __init__(self, problems: list[str], *, hint: str | None = None) -> None:
         super().__init__(problems[0] if len(problems) == 1 else f"{len(problems)} problems", hint=hint)

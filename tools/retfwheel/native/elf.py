@@ -88,7 +88,7 @@ def is_elf(head: bytes) -> bool:
 
 
 def read_elf(path: str, view: MemberView, *, string_abi: bool = False) -> ElfInfo:
-    """Analyse the ELF file readable through ``view`` (a MemberView or any seekable stream).
+    """Analyse the ELF file readable through ``view`` (a MemberView: it is patched in memory as it is read).
 
     ``string_abi`` also derives the std::string ABI (costly on large symbol tables).
     """

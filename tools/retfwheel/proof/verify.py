@@ -243,8 +243,9 @@ def cxx_extension_modules(snapshot: dict, replaced: str, prefix: Path) -> dict[s
             continue
         for path in sorted(p for p in info["files"] if "site-packages/" in p and p.endswith(".so")):
             try:
-                data = (prefix / path).read_bytes()
-                needed = read_elf(path, MemberView(iter([data]), len(data))).needed
+                with open(prefix / path, "rb") as stream:  # read lazily: read_elf needs the head and dynamic segment
+                    chunks = iter(lambda: stream.read(1 << 16), b"")
+                    needed = read_elf(path, MemberView(chunks, os.fstat(stream.fileno()).st_size)).needed
             except (OSError, ValueError):
                 continue
             module = path.split("site-packages/", 1)[1][: -len(".so")].split(".", 1)[0].replace("/", ".")

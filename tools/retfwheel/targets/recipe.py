@@ -106,7 +106,7 @@ class EnvironmentSpec:
     # Installed after `packages`, over their pins: what users of the produced wheel had to change (the fix a
     # refusal of the wheel names, e.g. a newer numpy), so the environment is theirs after that change.
     upgrades: tuple[str, ...] = ()
-    # The pip the environment is made with, and the wheel installed with: the user's. TF 1.15.5's wheels are
+    # The user's pip: the environment ends with it, and the wheel is installed with it. TF 1.15.5's wheels are
     # manylinux2010, so whoever installed it from PyPI has pip 19.0 or newer.
     pip: str = DEFAULT_ENVIRONMENT_PIP
 
