@@ -19,7 +19,8 @@ RETF_FUSED_CONCAT_GRAD=0|1 whether the gradient of a concat of x, y, x - y and x
 unit) comes from one retf kernel (the recipe's v1_fused_concat_grad otherwise) and
 RETF_FAST_DECODE_CSV=0|1 whether DecodeCSV runs retf's kernel (the recipe's v1_fast_decode_csv
 otherwise) and RETF_LARGE_BLOCK_ALLOCATOR=0|1 whether TensorFlow's CPU allocator keeps large blocks for
-reuse (the recipe's v1_large_block_allocator otherwise); in a wheel
+reuse (the recipe's v1_large_block_allocator otherwise) and RETF_TF115_EXPORTS=0 keeps exports in
+TensorFlow 2.x's form instead of TF 1.15's (tensorflow/_retf_tf115_export.py); in a wheel
 that ships the retf op library, RETF_OPS=0 leaves it unregistered (and sparse Adam, Adagrad and FTRL on
 TensorFlow's ops).
 """
@@ -839,6 +840,8 @@ def expose_v1_api(namespace, config):
         v1.disable_v2_behavior()
     from tensorflow import _retf_keras_bridge
     _retf_keras_bridge.apply()  # tf.keras and tensorflow.python.keras act as TF 1.15's one Keras
+    from tensorflow import _retf_tf115_export
+    _retf_tf115_export.install(v1)  # SavedModels, meta graphs and frozen graphs in the form TF 1.15 reads
     for name in dir(v1):
         if not name.startswith("__"):
             namespace[name] = getattr(v1, name)

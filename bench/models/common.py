@@ -2,10 +2,13 @@
 
 Written for TensorFlow 1.15 (`import tensorflow as tf` being the 1.x API), Python 3.6. A data module
 (criteo.py, taobao.py) supplies `input_fn(path, batch_size, skip)` returning the features and an ordered
-dict of labels ([batch, 1] floats); a model supplies `logits(features)`: one [batch, 1] tensor (for the
-first label) or a dict of them by label (multi-task). `main` trains and prints one JSON line.
+dict of labels ([batch, 1] floats) and its CSV columns with their defaults; a model supplies `logits(features)`:
+one [batch, 1] tensor (for the first label) or a dict of them by label (multi-task). `main` trains and prints one
+JSON line; with --export it also writes the trained model as a SavedModel that takes tf.Examples, as TF Serving
+does, and a request of serialized examples beside it.
 """
 import argparse
+import base64
 import collections
 import json
 import math
@@ -94,6 +97,8 @@ def parse_args(description, data_help, batch_size):
     parser.add_argument("--save", help="write a checkpoint (tf.train.Saver) into this folder after --save-at steps")
     parser.add_argument("--save-at", type=int, default=0, help="steps (warm-up included) before --save")
     parser.add_argument("--restore", help="start from the latest checkpoint in this folder, past the batches it saw")
+    parser.add_argument("--export", help="after training, write the model into this folder: saved_model/ (inputs: "
+                        "serialized tf.Examples; outputs: each task's probability) and request.json")
     return parser.parse_args()
 
 
@@ -139,7 +144,49 @@ def task_logits(logits, labels):
     return collections.OrderedDict([(next(iter(labels)), logits)])
 
 
-def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows):
+def serialized_examples(path, columns, labels, count):
+    """The first ``count`` rows of a CSV file as serialized tf.Examples, one feature per column but the labels."""
+    rows = []
+    with open(path) as lines:
+        for line, _ in zip(lines, range(count)):
+            example = tf.train.Example()
+            for (name, default), text in zip(columns, line.rstrip("\n").split(",")):
+                if name in labels:
+                    continue
+                feature = example.features.feature[name]
+                if isinstance(default[0], float):
+                    feature.float_list.value.append(float(text) if text else default[0])
+                else:
+                    feature.bytes_list.value.append(text.encode("utf-8"))
+            rows.append(example.SerializeToString())
+    return rows
+
+
+def export(sess, logits_fn, columns, labels, folder, data):
+    """The trained model as TF 1.x programs ship it to TF Serving: built again in a graph of its own over
+    tf.parse_example's features, its variables restored from a checkpoint of ``sess``, and written with
+    tf.saved_model.simple_save. request.json holds 32 rows of ``data`` as examples and their probabilities."""
+    tf.gfile.MakeDirs(os.path.join(folder, "trained"))
+    checkpoint = tf.train.Saver().save(sess, os.path.join(folder, "trained", "model"))
+    spec = {name: tf.FixedLenFeature([], tf.float32 if isinstance(default[0], float) else tf.string,
+                                      default_value=default[0])
+            for name, default in columns if name not in labels}
+    with tf.Graph().as_default() as graph:
+        serialized = tf.placeholder(tf.string, [None], name="examples")
+        tasks = task_logits(logits_fn(tf.parse_example(serialized, spec)), labels)
+        outputs = {name: tf.reshape(tf.sigmoid(logits), [-1]) for name, logits in tasks.items()}
+        with tf.Session(graph=graph) as serving:
+            tf.train.Saver().restore(serving, checkpoint)
+            requests = serialized_examples(data, columns, labels, 32)
+            predictions = serving.run(outputs, {serialized: requests})
+            tf.saved_model.simple_save(serving, os.path.join(folder, "saved_model"), {"examples": serialized}, outputs)
+    with open(os.path.join(folder, "request.json"), "w") as out:
+        json.dump({"signature": "serving_default",
+                   "inputs": {"examples": {"bytes": [base64.b64encode(r).decode("ascii") for r in requests]}},
+                   "predictions": {name: [float(v) for v in values] for name, values in predictions.items()}}, out)
+
+
+def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows, columns=()):
     args = parse_args(description, data_help, batch_size)
     tf.logging.set_verbosity(tf.logging.ERROR)
     SEED[0], HASH_SCALE[0], GRAPH_SEEDS[0] = args.seed, args.hash_scale, args.graph_seeds
@@ -219,6 +266,8 @@ def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows
             result["auc"] = float(values[0])
             examples = args.eval_steps * args.batch_size
             result["eval_counts"] = {name: [count, examples - count] for name, count in positives.items()}
+        if args.export:
+            export(sess, logits_fn, columns, labels, args.export, args.data)
     if not math.isfinite(result["last_loss"]):
         raise SystemExit("loss is %r" % result["last_loss"])
     print(json.dumps(result))

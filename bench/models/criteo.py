@@ -61,4 +61,4 @@ def mlp(net, units, name):
 
 def main(logits_fn, description):
     common.main(logits_fn, description, input_fn, "Criteo-format CSV (make_criteo_data.py)", 1024,
-                lambda: sum(buckets(size) for size in HASH_BUCKETS))
+                lambda: sum(buckets(size) for size in HASH_BUCKETS), list(zip(COLUMNS, DEFAULTS)))

@@ -99,4 +99,5 @@ def main(logits_fn, description, batch_size, sequence=False):
                 buckets(size) for size in (SEQUENCE_ITEM_BUCKETS, SEQUENCE_CATEGORY_BUCKETS))
         return sum(buckets(size) for size in HASH_BUCKETS.values())
 
-    common.main(logits_fn, description, input_fn, "Taobao-like CSV (make_taobao_data.py)", batch_size, rows)
+    common.main(logits_fn, description, input_fn, "Taobao-like CSV (make_taobao_data.py)", batch_size, rows,
+                list(zip(COLUMNS, DEFAULTS)))

@@ -317,7 +317,8 @@ def _describe_step(step) -> str:
                 f"{' ' + step.suite if step.builder == 'debian-root' else ''}): -std={flags.std}, "
                 f"_GLIBCXX_USE_CXX11_ABI={flags.cxx11_abi}, EIGEN_MAX_ALIGN_BYTES={flags.eigen_align}")
     if isinstance(step, InjectBootstrap):
-        extra = f"; the 1.x API, sparse Adam {step.v1_sparse_adam}" if step.api == "v1" else ""
+        extra = (f"; the 1.x API, sparse Adam {step.v1_sparse_adam}, exports in TF 1.15's form" if step.api == "v1"
+                 else "")
         extra += "; fused sparse Adagrad/FTRL" if step.v1_fused_sparse else ""
         extra += "; fused embedding lookups" if step.v1_fused_embedding else ""
         extra += "; retf weight gradients" if step.v1_fused_matmul_grad else ""

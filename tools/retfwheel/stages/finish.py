@@ -26,6 +26,9 @@ from retfwheel.stages.plan import (
     KERAS_BRIDGE_MODULE,
     PACKAGE,
     SCRIPTS_MODULE,
+    TF115_CHECK_SCRIPT,
+    TF115_EXPORT_MODULE,
+    TF115_OPS_FILE,
     BuildOps,
     BuildPlan,
     CopyMember,
@@ -134,7 +137,8 @@ def _bootstrap_notes(step: InjectBootstrap) -> list[str]:
                      + ("; DIN's activation-unit concat gradient in one retf kernel" if step.v1_fused_concat_grad
                         else "")
                      + ("; DecodeCSV in retf's kernel" if step.v1_fast_decode_csv else "")
-                     + ("; DeepRec's AdamAsync and AdagradDecay optimizers" if step.v1_deeprec_optimizers else ""))
+                     + ("; DeepRec's AdamAsync and AdagradDecay optimizers" if step.v1_deeprec_optimizers else "")
+                     + f"; exports in TF 1.15's form, checked by {TF115_CHECK_SCRIPT} (RETF_TF115_EXPORTS=0 keeps 2.x's)")
     if step.runtime_env:
         notes.append("runtime defaults: " + ", ".join(f"{k}={v}" for k, v in step.runtime_env))
     return notes
@@ -214,6 +218,9 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: Bootstrap
         bridge = (importlib.resources.files("retfwheel.bootstrap") / "keras_bridge.py").read_bytes()
         members.append(NewMember(KERAS_BRIDGE_MODULE.replace(".", "/") + ".py", bridge))
         members += [NewMember(f"{PACKAGE}/contrib/{path}", data) for path, data in contrib_files().items()]
+        shipped = importlib.resources.files("retfwheel.bootstrap")
+        members += [NewMember(TF115_EXPORT_MODULE.replace(".", "/") + ".py", (shipped / "tf115_export.py").read_bytes()),
+                    NewMember(TF115_OPS_FILE, (shipped / "tf115_ops.json").read_bytes())]
     scripts, module = _scripts(step, vendored)
     if step.entry_points_name is not None or scripts:
         members.append(NewMember(step.entry_points_name or f"{plan.dist_info}/entry_points.txt", scripts))
@@ -249,6 +256,8 @@ def _scripts(step: InjectBootstrap, vendored: VendoredResult | None) -> tuple[by
             continue
         del scripts[name]
         rerouted[name] = target
+    if step.api == "v1":
+        scripts[TF115_CHECK_SCRIPT] = f"{TF115_EXPORT_MODULE}:main"
     available = vendored.entry_points if vendored else {}
     for script, published in sorted(step.scripts.items()):
         if script not in available:

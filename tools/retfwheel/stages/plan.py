@@ -36,6 +36,11 @@ PACKAGE = "tensorflow"
 BOOTSTRAP_MODULE = f"{PACKAGE}._retf_bootstrap"
 KERAS_BRIDGE_MODULE = f"{PACKAGE}._retf_keras_bridge"  # 1.x API mode: the two Keras copies act as one
 SCRIPTS_MODULE = f"{PACKAGE}._retf_scripts"
+# 1.x API mode: exports in TF 1.15's form, TF 1.15.5's op registry beside it (the module's REGISTRY_FILE), and the
+# console script that checks a SavedModel, meta graph or GraphDef against that registry
+TF115_EXPORT_MODULE = f"{PACKAGE}._retf_tf115_export"
+TF115_OPS_FILE = f"{PACKAGE}/_retf_tf115_ops.json"
+TF115_CHECK_SCRIPT = "retf-tf115-check"
 RUNTIME_DIR = f"{PACKAGE}.libs"  # auditwheel's <package>.libs convention
 DEPS_DIR = f"{PACKAGE}.deps"
 

@@ -1,0 +1,574 @@
+"""Graphs this TensorFlow exports, in the form TensorFlow 1.15 reads (shipped as tensorflow/_retf_tf115_export.py).
+
+TensorFlow 2.x emits newer op versions and attributes for the same 1.x API calls: a SavedModel whose
+tf.Example parsing is ParseExampleV2, or whose FusedBatchNormV3 carries exponential_avg_factor, is refused
+by TF 1.15's loaders and TF Serving 1.15 ("Op type not registered", "NodeDef mentions attr ... not in Op").
+In 1.x API mode the bootstrap routes every export through here:
+
+- each node is written in TF 1.15's form where the meaning is the same: ParseExampleV2 without ragged
+  features as ParseExample, attributes TF 1.15 does not know dropped where they hold their default;
+- a SavedModel leaves out the nodes TF 1.15 cannot run that nothing it serves needs: the training ops of a
+  graph saved whole (tf.saved_model.simple_save after training, with retf's fused optimizers or gradients);
+- what still cannot be read by TF 1.15 is said once per export, naming the op, its nodes and what to do.
+
+TF 1.15.5's op registry (every op, its attributes and their defaults) ships beside this file as
+_retf_tf115_ops.json. `retf-tf115-check PATH...` (main() below) reports what TF 1.15 would refuse in a
+SavedModel, a meta graph or a GraphDef, with exit code 1; RETF_TF115_EXPORTS=0 keeps 2.x's forms.
+Python 3.6, standard library and TensorFlow only.
+"""
+import json
+import os
+import sys
+
+REGISTRY_FILE = "_retf_tf115_ops.json"
+SWITCH = "RETF_TF115_EXPORTS"
+
+# retf's ops by name prefix, and the switch that keeps each out of the graphs a process builds.
+_RETF_SWITCHES = (
+    ("Retf>SparseApplyAdam", "RETF_SPARSE_ADAM=dense"), ("Retf>AdamDecayUntouched", "RETF_SPARSE_ADAM=dense"),
+    ("Retf>SparseApplyAdagradDecay", "no tf.train.AdagradDecayOptimizer (DeepRec's)"),
+    ("Retf>SparseApplyAdagrad", "RETF_FUSED_SPARSE=0"), ("Retf>SparseApplyFtrl", "RETF_FUSED_SPARSE=0"),
+    ("Retf>EmbeddingLookupSparse", "RETF_FUSED_EMBEDDING=0"),
+    ("Retf>ResourceEmbeddingLookupSparse", "RETF_FUSED_EMBEDDING=0"),
+    ("Retf>TransposedMatMul", "RETF_FUSED_MATMUL_GRAD=0"),
+    ("Retf>PairConcatGrad", "RETF_FUSED_CONCAT_GRAD=0"), ("Retf>PairDenseInputGrad", "RETF_FUSED_CONCAT_GRAD=0"),
+    ("Retf>RepeatedPairGrad", "RETF_FUSED_CONCAT_GRAD=0"),
+)
+# Collections a SavedModel's loader runs, besides its signatures and its saver.
+_SERVED_COLLECTIONS = ("saved_model_main_op", "legacy_init_op", "saved_model_train_op", "table_initializer",
+                       "asset_filepaths", "saved_model_assets")
+
+_registry = []
+_said = set()
+
+
+def enabled():
+    return os.environ.get(SWITCH, "1") != "0"
+
+
+def registry():
+    """{op: {attribute: its default as text, or None}} of TensorFlow 1.15.5."""
+    if not _registry:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), REGISTRY_FILE)) as source:
+            _registry.append(json.load(source)["ops"])
+    return _registry[0]
+
+
+class Problem(object):
+    """Nodes TensorFlow 1.15 cannot read, for one reason."""
+
+    def __init__(self, op, reason, fix):
+        self.op, self.reason, self.fix, self.nodes = op, reason, fix, []
+
+    def line(self):
+        shown = ", ".join(self.nodes[:3]) + (" and %d more" % (len(self.nodes) - 3) if len(self.nodes) > 3 else "")
+        return "op %s (%s): %s. Fix: %s" % (self.op, shown, self.reason, self.fix)
+
+
+class Findings(object):
+    """What one graph holds that TensorFlow 1.15 cannot read, by (op, reason)."""
+
+    def __init__(self):
+        self.problems = {}
+        self.unreadable = set()  # graph-level node names
+
+    def add(self, node, reason, fix, where=None):
+        key = (node.op, reason)
+        if key not in self.problems:
+            self.problems[key] = Problem(node.op, reason, fix)
+        self.problems[key].nodes.append(node.name if where is None else "%s/%s" % (where, node.name))
+        if where is None:
+            self.unreadable.add(node.name)
+
+    def keep_only(self, names):
+        """Forget nodes that are no longer in the graph."""
+        for key in list(self.problems):
+            problem = self.problems[key]
+            problem.nodes = [n for n in problem.nodes if n.startswith("function ") or n in names]
+            if not problem.nodes:
+                del self.problems[key]
+        self.unreadable &= names
+
+    def lines(self):
+        return [self.problems[key].line() for key in sorted(self.problems)]
+
+
+_REEXPORT = "export it again in this wheel's 1.x API mode, which writes TF 1.15's form (RETF_TF115_EXPORTS unset)"
+
+
+def _fix_for(op):
+    if op in _REWRITES:
+        return _REEXPORT
+    for prefix, switch in _RETF_SWITCHES:
+        if op.startswith(prefix):
+            return ("it is retf's op, which only this wheel registers: build and export the graph with %s, "
+                    "or serve it on this wheel" % switch)
+    if op.startswith("Retf>"):
+        return "it is retf's op, which only this wheel registers: serve it on this wheel"
+    return ("build the graph without the API call that emits it (TensorFlow 1.15 has no such op), "
+            "or serve it on this TensorFlow")
+
+
+# --- rewriting nodes into TF 1.15's form ----------------------------------------------------------
+
+
+class _Scope(object):
+    """The nodes of a GraphDef, or of one function of its library (whose inputs name output arguments)."""
+
+    def __init__(self, nodes, in_function):
+        self.nodes, self.in_function = nodes, in_function
+        self.by_name = dict((node.name, node) for node in nodes)
+
+    def producer(self, reference):
+        name = reference.lstrip("^").split(":")[0]
+        return self.by_name.get(name)
+
+    def new_name(self, base):
+        name, count = base, 0
+        while name in self.by_name:
+            count += 1
+            name = "%s_%d" % (base, count)
+        return name
+
+    def add(self, base, op, inputs, device):
+        node = self.nodes.add()
+        node.name, node.op, node.device = self.new_name(base), op, device
+        node.input.extend(inputs)
+        self.by_name[node.name] = node
+        return node
+
+    def output(self, node):
+        """How another node of this scope names ``node``'s first output."""
+        return node.name + (":output:0" if self.in_function else "")
+
+    def add_constant(self, base, value, dtype, device):
+        """A scalar Const node of ``value``; its output's name."""
+        from tensorflow.core.framework import types_pb2
+        node = self.add(base, "Const", [], device)
+        node.attr["dtype"].type = dtype
+        tensor = node.attr["value"].tensor
+        tensor.dtype = dtype
+        tensor.tensor_shape.SetInParent()
+        if dtype == types_pb2.DT_STRING:
+            tensor.string_val.append(value)
+        else:
+            tensor.int_val.append(value)
+        return self.output(node)
+
+
+def _constant_strings(node):
+    """The values of a Const node of strings, or None."""
+    if node is None or node.op != "Const" or "value" not in node.attr:
+        return None
+    import numpy
+    from tensorflow.python.framework import tensor_util
+    value = numpy.asarray(tensor_util.MakeNdarray(node.attr["value"].tensor))
+    if value.dtype.kind not in ("S", "O") or value.ndim > 1:
+        return None
+    return [item if isinstance(item, bytes) else str(item).encode("utf-8") for item in value.reshape(-1)]
+
+
+def _parse_example_v1(node, scope):
+    """ParseExampleV2 without ragged features, as ParseExample (TF 1.15's op for the same parse). True if done."""
+    if len(node.attr["ragged_value_types"].list.type) or len(node.attr["ragged_split_types"].list.type):
+        return False
+    data = [i for i in node.input if not i.startswith("^")]
+    control = [i for i in node.input if i.startswith("^")]
+    if len(data) < 5:
+        return False
+    serialized, names, sparse_input, dense_input, ragged_input = data[:5]
+    sparse_keys = _constant_strings(scope.producer(sparse_input))
+    dense_keys = _constant_strings(scope.producer(dense_input))
+    ragged_keys = _constant_strings(scope.producer(ragged_input))
+    if sparse_keys is None or dense_keys is None or ragged_keys:
+        return False
+    tdense = list(node.attr["Tdense"].list.type)
+    if len(dense_keys) != len(tdense) or len(sparse_keys) != node.attr["num_sparse"].i:
+        return False
+    from tensorflow.core.framework import types_pb2
+    keys = [scope.add_constant("%s/sparse_key_%d" % (node.name, i), key, types_pb2.DT_STRING, node.device)
+            for i, key in enumerate(sparse_keys)]
+    keys += [scope.add_constant("%s/dense_key_%d" % (node.name, i), key, types_pb2.DT_STRING, node.device)
+             for i, key in enumerate(dense_keys)]
+    inputs = [serialized, names] + keys + data[5:] + control
+    from tensorflow.core.framework import attr_value_pb2
+    kept = {}
+    for name in ("sparse_types", "Tdense", "dense_shapes"):
+        kept[name] = attr_value_pb2.AttrValue()
+        kept[name].CopyFrom(node.attr[name])
+    node.op = "ParseExample"
+    del node.input[:]
+    node.input.extend(inputs)
+    node.attr.clear()
+    for name, value in kept.items():
+        node.attr[name].CopyFrom(value)
+    node.attr["Nsparse"].i = len(sparse_keys)
+    node.attr["Ndense"].i = len(dense_keys)
+    return True
+
+
+def _segment_ids_int32(node, scope):
+    """A SparseSegment op given int64 segment ids (Tsegmentids, TF 2.x's) takes them cast to int32, as TF 1.15's
+    tf.nn.embedding_lookup_sparse cast them itself: they number a batch's rows."""
+    from tensorflow.core.framework import types_pb2
+    if "Tsegmentids" not in node.attr:
+        return True
+    if node.attr["Tsegmentids"].type == types_pb2.DT_INT64:
+        cast = scope.add(node.name + "/segment_ids_int32", "Cast", [node.input[2]], node.device)
+        cast.attr["SrcT"].type, cast.attr["DstT"].type = types_pb2.DT_INT64, types_pb2.DT_INT32
+        node.input[2] = scope.output(cast)
+    elif node.attr["Tsegmentids"].type != types_pb2.DT_INT32:
+        return False
+    del node.attr["Tsegmentids"]
+    return True
+
+
+def _sparse_segment_sum_grad(node, scope):
+    """SparseSegmentSumGrad (TF 2.x's) as TF 1.15's gradient of SparseSegmentSum computes it: the incoming
+    gradient's rows gathered by segment id, summed into the data's rows by index."""
+    from tensorflow.core.framework import types_pb2
+    data = [i for i in node.input if not i.startswith("^")]
+    if len(data) != 4:
+        return False
+    grad, indices, segment_ids, rows = data
+    axis = scope.add_constant(node.name + "/axis", 0, types_pb2.DT_INT32, node.device)
+    gather = scope.add(node.name + "/gathered", "GatherV2", [grad, segment_ids, axis], node.device)
+    gather.attr["Tparams"].type = node.attr["T"].type
+    gather.attr["Tindices"].type = node.attr["Tsegmentids"].type if "Tsegmentids" in node.attr else types_pb2.DT_INT32
+    gather.attr["Taxis"].type = types_pb2.DT_INT32
+    control = [i for i in node.input if i.startswith("^")]
+    value_type, index_type = node.attr["T"].type, node.attr["Tidx"].type
+    node.op = "UnsortedSegmentSum"
+    del node.input[:]
+    node.input.extend([scope.output(gather), indices, rows] + control)
+    node.attr.clear()
+    node.attr["T"].type, node.attr["Tindices"].type = value_type, index_type
+    node.attr["Tnumsegments"].type = types_pb2.DT_INT32
+    return True
+
+
+_NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: parse with tf.io.FixedLenFeature "
+                              "and VarLenFeature only"}
+_SEGMENT_OPS = ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN", "SparseSegmentSumWithNumSegments",
+                "SparseSegmentMeanWithNumSegments", "SparseSegmentSqrtNWithNumSegments", "SparseSegmentMeanGrad",
+                "SparseSegmentSqrtNGrad")
+# TF 1.15's form of a node, by op: True if the node now has it, False if this one cannot.
+_REWRITES = dict([("ParseExampleV2", _parse_example_v1), ("SparseSegmentSumGrad", _sparse_segment_sum_grad)]
+                 + [(op, _segment_ids_int32) for op in _SEGMENT_OPS])
+
+
+def _current_op(op, cache):
+    if op not in cache:
+        from tensorflow.python.framework import op_def_registry
+        cache[op] = op_def_registry.get(op)
+    return cache[op]
+
+
+def _to_tf115(scope, registry_115, findings, where, op_defs, rewrite):
+    """Rewrite the nodes of ``scope`` in place (unless not ``rewrite``: only look); record in ``findings`` what
+    TF 1.15 still cannot read."""
+    from google.protobuf import text_format
+    for node in list(scope.nodes):
+        form = _REWRITES.get(node.op) if rewrite else None
+        if form is not None and not form(node, scope):
+            findings.add(node, "this node has no TF 1.15 form (%s)" % _NO_FORM.get(node.op, "its types"),
+                         "serve it on this TensorFlow", where)
+            continue
+        known = registry_115.get(node.op)
+        if known is None:
+            findings.add(node, "TensorFlow 1.15 has no such op", _fix_for(node.op), where)
+            continue
+        current = _current_op(node.op, op_defs)
+        defaults = dict((a.name, a.default_value) for a in current.attr if a.HasField("default_value")) \
+            if current is not None else {}
+        for name in list(node.attr):
+            if name in known or name.startswith("_"):
+                continue
+            if rewrite and name in defaults and node.attr[name] == defaults[name]:
+                del node.attr[name]
+            else:
+                default = name in defaults and node.attr[name] == defaults[name]
+                findings.add(node, "attribute %s = %s, which TensorFlow 1.15's %s does not have"
+                             % (name, text_format.MessageToString(node.attr[name], as_one_line=True), node.op),
+                             _REEXPORT if default or node.op in _REWRITES else
+                             "build the graph without the argument that sets it", where)
+        for name, default in known.items():
+            if default is None and name not in node.attr:
+                findings.add(node, "no attribute %s, which TensorFlow 1.15's %s needs" % (name, node.op),
+                             "serve it on this TensorFlow", where)
+
+
+def to_tf115(graph_def, rewrite=True):
+    """Rewrite ``graph_def`` (and its function library) in place into TF 1.15's form; return the Findings of what
+    TF 1.15 still cannot read (with rewrite=False: of ``graph_def`` as it is, unchanged)."""
+    registry_115, op_defs, findings = registry(), {}, Findings()
+    _to_tf115(_Scope(graph_def.node, False), registry_115, findings, None, op_defs, rewrite)
+    for function in graph_def.library.function:
+        _to_tf115(_Scope(function.node_def, True), registry_115, findings, "function " + function.signature.name,
+                  op_defs, rewrite)
+    return findings
+
+
+def _refresh_op_list(meta_graph_def):
+    """The meta graph's list of the ops it uses (what loaders strip new default attributes by), after a rewrite."""
+    if meta_graph_def.meta_info_def.HasField("stripped_op_list"):
+        from tensorflow.python.framework import meta_graph
+        meta_graph_def.meta_info_def.stripped_op_list.CopyFrom(
+            meta_graph.stripped_op_list_for_graph(meta_graph_def.graph_def))
+
+
+# --- a SavedModel keeps only what TF 1.15 can run or what it serves ------------------------------
+
+
+def _node_name(reference):
+    return reference.lstrip("^").split(":")[0]
+
+
+def _served_roots(meta_graph_def):
+    roots = set()
+    for signature in meta_graph_def.signature_def.values():
+        for info in list(signature.inputs.values()) + list(signature.outputs.values()):
+            for name in (info.name, info.coo_sparse.values_tensor_name, info.coo_sparse.indices_tensor_name,
+                         info.coo_sparse.dense_shape_tensor_name):
+                if name:
+                    roots.add(_node_name(name))
+    saver = meta_graph_def.saver_def
+    for name in (saver.filename_tensor_name, saver.save_tensor_name, saver.restore_op_name):
+        if name:
+            roots.add(_node_name(name))
+    for key in _SERVED_COLLECTIONS:
+        if key in meta_graph_def.collection_def:
+            roots.update(_node_name(n) for n in meta_graph_def.collection_def[key].node_list.value)
+    return roots
+
+
+def _closure(starts, edges):
+    seen, stack = set(starts), list(starts)
+    while stack:
+        for other in edges.get(stack.pop(), ()):
+            if other not in seen:
+                seen.add(other)
+                stack.append(other)
+    return seen
+
+
+def _strings(message):
+    from google.protobuf import descriptor
+    for field, value in message.ListFields():
+        values = value if field.label == descriptor.FieldDescriptor.LABEL_REPEATED else [value]
+        for item in values:
+            if field.type == descriptor.FieldDescriptor.TYPE_STRING:
+                yield item
+            elif field.type == descriptor.FieldDescriptor.TYPE_MESSAGE:
+                for text in _strings(item):
+                    yield text
+
+
+def _prune_collections(meta_graph_def, removed):
+    from tensorflow.python.framework import ops
+    for key, collection in list(meta_graph_def.collection_def.items()):
+        if collection.HasField("node_list"):
+            kept = [n for n in collection.node_list.value if _node_name(n) not in removed]
+            del collection.node_list.value[:]
+            collection.node_list.value.extend(kept)
+        elif collection.HasField("bytes_list"):
+            kind = ops.get_collection_proto_type(key)
+            if kind is None:
+                continue
+            kept = []
+            for data in collection.bytes_list.value:
+                message = kind()
+                message.ParseFromString(data)
+                if not any(_node_name(text) in removed for text in _strings(message)):
+                    kept.append(data)
+            del collection.bytes_list.value[:]
+            collection.bytes_list.value.extend(kept)
+
+
+def prune_for_serving(meta_graph_def, findings):
+    """Leave out of a SavedModel's graph the nodes TF 1.15 cannot read that nothing it serves needs, and every
+    node that depends on them (a training step). Returns the number of nodes left out."""
+    nodes = meta_graph_def.graph_def.node
+    inputs = dict((node.name, [_node_name(i) for i in node.input]) for node in nodes)
+    keep = _closure(_served_roots(meta_graph_def) & set(inputs), inputs)
+    unneeded = findings.unreadable - keep
+    if not unneeded:
+        return 0
+    consumers = {}
+    for name, sources in inputs.items():
+        for source in sources:
+            consumers.setdefault(source, []).append(name)
+    removed = _closure(unneeded, consumers)
+    kept = [node for node in nodes if node.name not in removed]
+    del nodes[:]
+    nodes.extend(kept)
+    _prune_collections(meta_graph_def, removed)
+    findings.keep_only(set(n.name for n in kept))
+    return len(removed)
+
+
+# --- where exports happen ----------------------------------------------------------------------------
+
+
+def _say_once(what, findings):
+    lines = findings.lines()
+    if not lines or (what, tuple(lines)) in _said:
+        return
+    _said.add((what, tuple(lines)))
+    import warnings
+    warnings.warn("%s: TensorFlow 1.15 cannot load it: %s" % (what, "; ".join(lines)), RuntimeWarning, stacklevel=4)
+
+
+def install(v1):
+    """Route the 1.x API's exports (``v1``: tf.compat.v1) through to_tf115."""
+    if not enabled():
+        return
+    import functools
+
+    from tensorflow.python.framework import graph_util, graph_util_impl, meta_graph
+    from tensorflow.python.saved_model import builder_impl
+
+    create = meta_graph.create_meta_graph_def
+
+    @functools.wraps(create)
+    def create_meta_graph_def(*args, **kwargs):
+        result = create(*args, **kwargs)
+        to_tf115(result.graph_def)
+        _refresh_op_list(result)
+        return result
+
+    meta_graph.create_meta_graph_def = create_meta_graph_def
+
+    add = builder_impl._SavedModelBuilder._tag_and_add_meta_graph
+
+    @functools.wraps(add)
+    def _tag_and_add_meta_graph(self, meta_graph_def, tags, signature_def_map):
+        add(self, meta_graph_def, tags, signature_def_map)
+        added = self._saved_model.meta_graphs[-1]
+        findings = to_tf115(added.graph_def)
+        prune_for_serving(added, findings)
+        _refresh_op_list(added)
+        _say_once("the SavedModel at %s" % _text(self._export_dir), findings)
+
+    builder_impl._SavedModelBuilder._tag_and_add_meta_graph = _tag_and_add_meta_graph
+
+    freeze = graph_util_impl.convert_variables_to_constants
+
+    @functools.wraps(freeze)
+    def convert_variables_to_constants(*args, **kwargs):
+        result = freeze(*args, **kwargs)
+        _say_once("the frozen GraphDef", to_tf115(result))
+        return result
+
+    write = v1.train.write_graph
+
+    @functools.wraps(write)
+    def write_graph(graph_or_graph_def, logdir, name, as_text=True):
+        from tensorflow.core.framework import graph_pb2
+        graph_def = graph_or_graph_def
+        if not isinstance(graph_def, graph_pb2.GraphDef):
+            graph_def = graph_def.as_graph_def(add_shapes=True)
+        else:
+            copy = graph_pb2.GraphDef()
+            copy.CopyFrom(graph_def)
+            graph_def = copy
+        to_tf115(graph_def)
+        return write(graph_def, logdir, name, as_text)
+
+    for module in (graph_util, graph_util_impl, v1.graph_util, v1.compat.v1.graph_util):
+        module.convert_variables_to_constants = convert_variables_to_constants
+    for module in (v1.train, v1.io, v1.compat.v1.train, v1.compat.v1.io):
+        module.write_graph = write_graph
+
+
+def _text(path):
+    return path.decode("utf-8", "replace") if isinstance(path, bytes) else str(path)
+
+
+# --- retf-tf115-check ------------------------------------------------------------------------------
+
+
+class CheckError(Exception):
+    pass
+
+
+def _read(path):
+    """[(label, GraphDef or MetaGraphDef)] of a SavedModel folder, a meta graph or a GraphDef file."""
+    from google.protobuf import message, text_format
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+    if os.path.isdir(path):
+        for name, text in (("saved_model.pb", False), ("saved_model.pbtxt", True)):
+            if os.path.isfile(os.path.join(path, name)):
+                saved = saved_model_pb2.SavedModel()
+                _parse(os.path.join(path, name), saved, text)
+                return [("meta graph %s" % ",".join(m.meta_info_def.tags) or "untagged", m)
+                        for m in saved.meta_graphs]
+        raise CheckError("%s: a folder without saved_model.pb or saved_model.pbtxt; give a SavedModel folder, "
+                         "a .meta file or a GraphDef (.pb, .pbtxt)" % path)
+    if not os.path.isfile(path):
+        raise CheckError("%s: no such file or folder" % path)
+    text = path.endswith((".pbtxt", ".txt"))
+    kinds = (meta_graph_pb2.MetaGraphDef, graph_pb2.GraphDef) if path.endswith(".meta") else \
+        (graph_pb2.GraphDef, meta_graph_pb2.MetaGraphDef)
+    for kind in kinds:
+        proto = kind()
+        try:
+            _parse(path, proto, text)
+        except (message.DecodeError, text_format.ParseError, CheckError):
+            continue
+        nodes = proto.node if kind is graph_pb2.GraphDef else proto.graph_def.node
+        if len(nodes):
+            return [("graph", proto)]
+    raise CheckError("%s: neither a GraphDef nor a MetaGraphDef with nodes; give a SavedModel folder, a .meta file "
+                     "or a GraphDef (.pb, .pbtxt)" % path)
+
+
+def _parse(path, proto, text):
+    from google.protobuf import message, text_format
+    with open(path, "rb") as source:
+        data = source.read()
+    try:
+        if text:
+            text_format.Merge(data.decode("utf-8"), proto)
+        else:
+            proto.ParseFromString(data)
+    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as error:
+        raise CheckError("%s: cannot be read as %s: %s" % (path, type(proto).__name__, error)) from error
+
+
+def check(path):
+    """Lines saying what TensorFlow 1.15 would refuse in ``path``; empty if it reads all of it."""
+    from tensorflow.core.framework import graph_pb2
+    lines = []
+    for label, proto in _read(path):
+        graph_def = proto if isinstance(proto, graph_pb2.GraphDef) else proto.graph_def
+        lines += ["%s, %s: %s" % (path, label, line) for line in to_tf115(graph_def, rewrite=False).lines()]
+    return lines
+
+
+def main(argv=None):
+    """retf-tf115-check PATH...: exit 0 if TensorFlow 1.15 reads every one, 1 if not (saying what), 2 on bad input."""
+    arguments = sys.argv[1:] if argv is None else argv
+    if not arguments or arguments[0] in ("-h", "--help"):
+        sys.stdout.write("usage: retf-tf115-check PATH...\nReports what TensorFlow 1.15 (its loaders, TF Serving 1.15) "
+                         "would refuse in each SavedModel folder, meta graph (.meta) or GraphDef (.pb, .pbtxt).\n")
+        return 0 if arguments else 2
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    refused = 0
+    for path in arguments:
+        try:
+            lines = check(path)
+        except CheckError as error:
+            sys.stderr.write("retf-tf115-check: %s\n" % error)
+            return 2
+        if lines:
+            refused += 1
+            sys.stdout.write("".join("%s\n" % line for line in lines))
+        else:
+            sys.stdout.write("%s: TensorFlow 1.15 reads it\n" % path)
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
