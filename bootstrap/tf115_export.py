@@ -353,13 +353,19 @@ def _closure(starts, edges):
 
 
 def _strings(message):
+    """Every string in ``message``, its nested messages' and maps' too."""
     from google.protobuf import descriptor
     for field, value in message.ListFields():
-        values = value if field.label == descriptor.FieldDescriptor.LABEL_REPEATED else [value]
-        for item in values:
-            if field.type == descriptor.FieldDescriptor.TYPE_STRING:
+        if field.type == descriptor.FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+            items = list(value.keys()) + list(value.values())
+        elif field.label == descriptor.FieldDescriptor.LABEL_REPEATED:
+            items = list(value)
+        else:
+            items = [value]
+        for item in items:
+            if isinstance(item, str):
                 yield item
-            elif field.type == descriptor.FieldDescriptor.TYPE_MESSAGE:
+            elif hasattr(item, "ListFields"):
                 for text in _strings(item):
                     yield text
 

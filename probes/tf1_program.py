@@ -1,9 +1,12 @@
 """A TensorFlow 1.15 program, unchanged: run by `verify` on wheels built with the 1.x API.
 
 Graph building, tf.placeholder, feature columns, tf.layers, Adam, tf.metrics, tf.Session, tf.logging,
-and the tf.contrib message. Prints one JSON line. Python 3.6+.
+and the tf.contrib message; with a folder argument, tf.saved_model.simple_save of the training session into
+FOLDER/saved_model. Prints one JSON line. Python 3.6+.
 """
 import json
+import os
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -39,6 +42,9 @@ with tf.Session() as session:
     losses.append(float(session.run(loss, feed)))
     session.run(auc_update, feed)
     report.update(losses=losses, auc=float(session.run(auc)))
+    if len(sys.argv) > 1:
+        report["export"] = os.path.join(sys.argv[1], "saved_model")
+        tf.saved_model.simple_save(session, report["export"], features, {"probability": tf.sigmoid(logits)})
 try:
     _ = tf.contrib.learn  # not provided: says what replaced it
 except AttributeError as error:

@@ -110,3 +110,32 @@ def test_output_installs_with_installer(tf_wheel, recipe, tmp_path):
         source.validate_record()
         install(source, SchemeDictionaryDestination(scheme, "python3", "posix"), {})
     assert (target / "platlib" / "tensorflow" / "libtensorflow_framework.so.2").exists()
+
+
+def test_a_1x_api_wheel_ships_the_tf115_export_module_its_registry_and_the_check(tf_wheel, recipe, tmp_path):
+    """The module reads its registry by the name the build writes it under; the console script calls its main."""
+    import ast
+    from pathlib import Path
+
+    from retfwheel.stages.plan import TF115_CHECK_SCRIPT, TF115_EXPORT_MODULE, TF115_OPS_FILE
+
+    recipe.write_text('api = "v1"\n' + recipe.read_text())
+    out = build(tf_wheel(), recipe, tmp_path / "out").output
+    bootstrap = Path(__file__).resolve().parent.parent / "bootstrap"
+    with zipfile.ZipFile(out) as archive:
+        module = archive.read(TF115_EXPORT_MODULE.replace(".", "/") + ".py")
+        assert module == (bootstrap / "tf115_export.py").read_bytes()
+        registry = json.loads(archive.read(TF115_OPS_FILE))
+        entry_points = archive.read(read_wheel(out).dist_info + "/entry_points.txt").decode()
+    assert registry["tensorflow"] == "1.15.5" and "ParseExample" in registry["ops"] and "ParseExampleV2" not in registry["ops"]
+    assert f"{TF115_CHECK_SCRIPT} = {TF115_EXPORT_MODULE}:main" in entry_points
+    names = {node.targets[0].id: node.value.value for node in ast.parse(module).body
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.targets[0], ast.Name)}
+    assert names["REGISTRY_FILE"] == TF115_OPS_FILE.rsplit("/", 1)[1]
+
+
+def test_a_2x_api_wheel_ships_no_export_rewrite(tf_wheel, recipe, tmp_path):
+    from retfwheel.stages.plan import TF115_EXPORT_MODULE
+
+    with zipfile.ZipFile(build(tf_wheel(), recipe, tmp_path / "out").output) as archive:
+        assert TF115_EXPORT_MODULE.replace(".", "/") + ".py" not in archive.namelist()

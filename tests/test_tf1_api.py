@@ -415,3 +415,34 @@ def test_embedding_lookups_take_the_fused_op_where_it_applies(v1_venv):
         assert abs(ours - theirs) <= 1e-6 * max(1.0, abs(theirs)), (fused["losses"], stock["losses"])
     assert fused["partitioned_ops"] == []
     assert fused["devices"] == ["/job:ps/task:0"]
+
+
+PARSING_EXPORT = """
+import json, sys, tempfile
+import tensorflow as tf
+from tensorflow import _retf_tf115_export
+
+serialized = tf.placeholder(tf.string, [None])
+features = tf.parse_example(serialized, {"user": tf.FixedLenFeature([], tf.string, default_value=""),
+                                         "clicks": tf.VarLenFeature(tf.int64)})
+weights = tf.get_variable("weights", [10, 2])
+ids = tf.string_to_hash_bucket_fast(features["user"], 10)
+output = tf.nn.embedding_lookup(weights, ids) + tf.cast(tf.sparse.reduce_sum(features["clicks"], 1), tf.float32)[:, None]
+folder = tempfile.mkdtemp() + "/saved_model"
+with tf.Session() as session:
+    session.run(tf.global_variables_initializer())
+    tf.saved_model.simple_save(session, folder, {"examples": serialized}, {"output": output})
+print(json.dumps({"ops": sorted({n.op for n in tf.get_default_graph().as_graph_def().node if "Parse" in n.op}),
+                  "check": _retf_tf115_export.check(folder)}))
+"""
+
+
+def test_exports_take_tf_1_15s_form_unless_switched_off(v1_venv):
+    """tf.parse_example builds ParseExampleV2 in the graph; the SavedModel holds ParseExample, which TF 1.15 has, and
+    RETF_TF115_EXPORTS=0 writes TensorFlow 2.x's form, which the check refuses, naming the op and the fix."""
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    rewritten = run_in(recipe, v1_venv, PARSING_EXPORT)
+    assert rewritten["ops"] == ["ParseExampleV2"] and rewritten["check"] == []
+    kept = run_in(recipe, v1_venv, PARSING_EXPORT, RETF_TF115_EXPORTS="0")
+    assert len(kept["check"]) == 1 and "op ParseExampleV2" in kept["check"][0]
+    assert "TensorFlow 1.15 has no such op" in kept["check"][0] and "export it again" in kept["check"][0]

@@ -299,15 +299,28 @@ def taobao_csv(tf115) -> Path:
     return path
 
 
+_PARITY_RUNS: dict[tuple, dict] = {}
+
+
+def parity_runs(tf115: Runner, wheel: Runner, criteo: Path, taobao: Path, model: str) -> tuple[dict, dict]:
+    """The model's short run on each side at once (once per session), each exporting its trained model into
+    <side's folder>/export-<model> (bench/models/common.py --export)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if model not in _PARITY_RUNS:
+        data, batch = (taobao, 64) if model in TAOBAO_MODELS else (criteo, 128)
+        args = ("--optimizer", PARITY[model], "--steps", 4, "--eval-steps", 6, "--batch-size", batch)
+        with ThreadPoolExecutor(2) as pool:
+            _PARITY_RUNS[model] = tuple(pool.map(
+                lambda side: bench_model(side, model, data, *args, "--export", side.folder / f"export-{model}"),
+                (tf115, wheel)))
+    return _PARITY_RUNS[model]
+
+
 @pytest.mark.parametrize("model", PARITY)
 def test_bench_model_trains_as_on_tf_1_15(tf115, wheel, criteo_csv, taobao_csv, model):
     """Each bench/ model, unchanged, gives TF 1.15.5's losses and AUCs on the wheel (item 6's CI check)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    data, batch = (taobao_csv, 64) if model in TAOBAO_MODELS else (criteo_csv, 128)
-    args = ("--optimizer", PARITY[model], "--steps", 4, "--eval-steps", 6, "--batch-size", batch)
-    with ThreadPoolExecutor(2) as pool:
-        reference, produced = pool.map(lambda side: bench_model(side, model, data, *args), (tf115, wheel))
+    reference, produced = parity_runs(tf115, wheel, criteo_csv, taobao_csv, model)
     assert len(produced["losses"]) == 8  # BENCH_ARGS' 4 warm-up steps, then 4
     assert_same_training(reference, produced)
     assert produced["aucs"].keys() == reference["aucs"].keys()
@@ -354,3 +367,82 @@ ON_2_11 = [("dense_adam",), ("feature_columns_adagrad",), ("embedding_adam",), (
 def test_tf1_programs_train_on_tensorflow_2_11_as_on_tf_1_15(tf115, wheel_2_11, program):
     reference, produced = tf115(*program), wheel_2_11(*program)
     assert_same_training(reference, produced)
+
+
+# --- exports: trained on one side, served on the other ------------------------------------------------------------
+# A served model's probabilities on TF 1.15.5 and on the wheel, from the same SavedModel or frozen graph, one thread
+# each: the same ops, so equal but for the last bits of kernels the two builds compile differently (seen here:
+# bitwise equal, or 1-2 float32 ulps of a probability, 1.2e-7). And both equal what the exporting program computed
+# in its own session before it exported. The bound keeps an 8x margin over that and is far below what a wrong
+# rewrite moves (a dropped feature, a mis-wired key, a different combiner).
+SERVED_ATOL = 1e-6
+
+
+def served_folders(side: Runner, criteo: Path, taobao: Path, tf115: Runner, wheel: Runner) -> list[str]:
+    folders = []
+    for model in PARITY:
+        parity_runs(tf115, wheel, criteo, taobao, model)
+        folders.append(str(side.folder / f"export-{model}"))
+    return folders + side("estimator_export")["served"] + side("graph_exports")["served"]
+
+
+def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf115, wheel, criteo_csv, taobao_csv):
+    """Every bench/ model (a SavedModel over tf.Examples, each model restored from its training), the Estimator
+    export with a parsing receiver, a SavedModel of a whole training graph (retf's fused ops in it on the wheel) and
+    a frozen GraphDef: the wheel's exports load on TF 1.15.5 and predict there what the wheel predicts, and TF
+    1.15.5's own exports do the same on the wheel."""
+    exported = {side.recipe.name: served_folders(side, criteo_csv, taobao_csv, tf115, wheel) for side in (tf115, wheel)}
+    folders = [folder for side in exported.values() for folder in side]
+    served = {side.recipe.name: side("serve_exports", *folders)["served"] for side in (tf115, wheel)}
+    problems, bitwise = [], 0
+    for folder in folders:
+        results = {side: served[side][folder] for side in served}
+        refused = {side: result["error"] for side, result in results.items() if "error" in result}
+        if refused:
+            problems.append(f"{folder}: {refused}")
+            continue
+        with open(Path(folder) / "request.json") as source:
+            expected = json.load(source)["predictions"]
+        on_115, on_wheel = results[TF115_RECIPE.name]["outputs"], results[V1_RECIPE.name]["outputs"]
+        bitwise += on_115 == on_wheel
+        for key, values in expected.items():
+            for name, got in (("TF 1.15.5", on_115[key]), ("the wheel", on_wheel[key])):
+                worst = max(abs(a - b) for a, b in zip(got, values))
+                if len(got) != len(values) or worst > SERVED_ATOL:
+                    problems.append(f"{folder} {key} on {name}: {len(got)} values, {worst:.2e} from the exporter's")
+    assert not problems, "\n".join(problems)
+    assert len(folders) == 2 * (len(PARITY) + 3)
+    print(f"{bitwise} of {len(folders)} served models predict bitwise the same on both sides")
+
+
+def tf115_check(venv: Path, *paths: str) -> subprocess.CompletedProcess:
+    return retfwheel("run", "--recipe", V1_RECIPE, "--env", venv, venv / "bin" / "retf-tf115-check", *paths)
+
+
+def test_the_check_reads_what_tf_1_15_reads_and_names_what_it_refuses(tf115, wheel, v1_venv):
+    """retf-tf115-check passes the wheel's exports and names, with the switch or the fix, what a graph written
+    around the export APIs holds: retf's training ops in a meta graph, TensorFlow 2.x's int64 segment ids in a
+    frozen graph made by TF 2.x's own function. TF 1.15.5 refuses that frozen graph too."""
+    produced = wheel("graph_exports")
+    readable = tf115_check(v1_venv, *(str(Path(f) / "saved_model") for f in produced["served"][:1]),
+                           str(Path(produced["served"][1]) / "frozen.pb"))
+    assert readable.returncode == 0, readable.stdout + readable.stderr[-2000:]
+    assert readable.stdout.count("TensorFlow 1.15 reads it") == 2
+    meta = tf115_check(v1_venv, produced["meta"])
+    assert meta.returncode == 1 and "Retf>SparseApplyAdamDenseRef" in meta.stdout
+    assert "RETF_SPARSE_ADAM=dense" in meta.stdout and "RETF_FUSED_MATMUL_GRAD=0" in meta.stdout
+    unconverted = produced["frozen_2x"]
+    check = tf115_check(v1_venv, str(Path(unconverted) / "frozen.pb"))
+    assert check.returncode == 1 and "Tsegmentids" in check.stdout, check.stdout
+    refused = tf115("serve_exports", unconverted)["served"][unconverted]
+    assert "Tsegmentids" in refused.get("error", ""), refused
+    bad = tf115_check(v1_venv, produced["meta"] + ".missing")
+    assert bad.returncode == 2 and bad.stdout == "" and "no such file" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_the_shipped_op_registry_is_tf_1_15_5s(tf115):
+    """bootstrap/tf115_ops.json, what exports are checked and rewritten against, is what TF 1.15.5 registers."""
+    made = tf115.folder / "tf115_ops.json"
+    run = retfwheel("run", "--recipe", TF115_RECIPE, "python", REPO / "probes" / "op_registry.py", made)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert made.read_bytes() == (REPO / "bootstrap" / "tf115_ops.json").read_bytes()

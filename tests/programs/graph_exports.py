@@ -8,7 +8,8 @@ training session itself:
 - simple/: tf.saved_model.simple_save of the whole training graph;
 - frozen/: graph_util.convert_variables_to_constants, written with tf.gfile as frozen.pb;
 - model.meta: tf.train.export_meta_graph (the training graph, for resuming);
-- raw.pb: sess.graph_def's bytes written directly, through no export API.
+- raw.pb: sess.graph_def's bytes written directly, through no export API;
+- frozen_2x/ (TF 2.x only): the frozen graph as TF 2.x's own function makes it, bypassing the 1.x API's.
 Each served folder gets request.json (the inputs, and the probabilities the session computed for them).
 Prints one JSON line: the losses, the folders and the op types of the training graph.
 """
@@ -76,12 +77,24 @@ def main(work_dir):
         request(frozen, {}, predictions, feeds={"user:0": inputs["user"], "price:0": inputs["price"]},
                 fetches={"probability": "probability:0"})
 
+        report = {}
+        from tensorflow.python.framework import convert_to_constants
+        freeze_2x = getattr(convert_to_constants, "convert_variables_to_constants_from_session_graph", None)
+        if freeze_2x is not None:  # TF 2.x
+            folder = report["frozen_2x"] = os.path.join(work_dir, "frozen_2x")
+            tf.gfile.MakeDirs(folder)
+            with tf.gfile.GFile(os.path.join(folder, "frozen.pb"), "wb") as out:
+                out.write(freeze_2x(sess, sess.graph_def, ["probability"]).SerializeToString())
+            request(folder, {}, predictions, feeds={"user:0": inputs["user"], "price:0": inputs["price"]},
+                    fetches={"probability": "probability:0"})
+
         tf.train.export_meta_graph(filename=os.path.join(work_dir, "model.meta"))
         with open(os.path.join(work_dir, "raw.pb"), "wb") as out:
             out.write(sess.graph_def.SerializeToString())
         ops = sorted(set(node.op for node in sess.graph_def.node))
-    print(json.dumps({"losses": losses, "served": [simple, frozen], "ops": ops,
-                      "meta": os.path.join(work_dir, "model.meta"), "raw": os.path.join(work_dir, "raw.pb")}))
+    report.update(losses=losses, served=[simple, frozen], ops=ops, meta=os.path.join(work_dir, "model.meta"),
+                  raw=os.path.join(work_dir, "raw.pb"))
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 Each FOLDER holds request.json and either saved_model/ (loaded with tf.saved_model.loader.load, the request's
 inputs fed through its signature) or frozen.pb (a frozen GraphDef, imported with tf.import_graph_def, the
-request's feeds and fetches by tensor name). One thread, so the same graph computes the same values on any side.
+request's feeds and fetches by tensor name); the outputs fetched are those the request has predictions for. One thread, so the same graph computes the same values on any side.
 Prints one JSON line: by folder, the outputs (lists of floats) or the error that refused the model.
 """
 import base64
@@ -32,7 +32,7 @@ def serve_saved_model(folder, request):
                                                 os.path.join(folder, "saved_model"))
         signature = meta_graph.signature_def[request["signature"]]
         feeds = {signature.inputs[key].name: values(spec) for key, spec in request["inputs"].items()}
-        fetches = {key: info.name for key, info in signature.outputs.items()}
+        fetches = {key: signature.outputs[key].name for key in request["predictions"]}
         return sess.run(fetches, feeds)
 
 

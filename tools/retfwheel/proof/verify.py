@@ -22,7 +22,7 @@ from retfwheel.native.elf import read_elf
 from retfwheel.process import last_json, last_line
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
 from retfwheel.stages.injection import API_BEGIN
-from retfwheel.stages.plan import RUNTIME_DIR
+from retfwheel.stages.plan import RUNTIME_DIR, TF115_CHECK_SCRIPT
 from retfwheel.stages.sharing import importable_names
 from retfwheel.targets.cache import entry_lock, entry_path, publish_file, usable
 from retfwheel.targets.environment import Environment, emulated_command, prepare_environment
@@ -164,16 +164,18 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
                                   f"fused lazy Adam on duplicated rows, max error {ops.get('max_error'):.2e} vs NumPy"))
     if _has_v1_api(wheel):
         progress("running a TensorFlow 1.15 program unchanged")
-        program = _python(env, [_probe_script("tf1_program.py")], emulate=True)
-        result = _json(program)
-        if result is None:
-            checks.append(Check("TF 1.15 program unchanged", "FAIL", last_line(program)))
-        else:
-            losses = result.get("losses", [0, 0])
-            good = not result.get("executing_eagerly") and losses[1] < losses[0] and "tf.contrib" in result.get("contrib", "")
-            checks.append(_status("TF 1.15 program unchanged", good,
-                                  f"graph mode, feature columns + tf.layers + Adam: loss {losses[0]:.3f} -> {losses[1]:.3f}, "
-                                  f"AUC {result.get('auc', 0):.3f}; tf.contrib explains its replacements"))
+        with tempfile.TemporaryDirectory(prefix="retf-export-") as exports:
+            program = _python(env, [_probe_script("tf1_program.py"), exports], emulate=True)
+            result = _json(program)
+            if result is None:
+                checks.append(Check("TF 1.15 program unchanged", "FAIL", last_line(program)))
+            else:
+                losses = result.get("losses", [0, 0])
+                good = not result.get("executing_eagerly") and losses[1] < losses[0] and "tf.contrib" in result.get("contrib", "")
+                checks.append(_status("TF 1.15 program unchanged", good,
+                                      f"graph mode, feature columns + tf.layers + Adam: loss {losses[0]:.3f} -> {losses[1]:.3f}, "
+                                      f"AUC {result.get('auc', 0):.3f}; tf.contrib explains its replacements"))
+                checks.append(_export_check(env, result.get("export", "")))
     checks.append(_cluster_check(env, wheel, progress))
     if wheel.archive.member("tensorflow/_retf_bootstrap.py") is not None:
         modules = environment_modules(before, name)
@@ -217,6 +219,18 @@ def _cluster_check(env: Environment, wheel, progress: Progress) -> Check:
     return _status("parameter-server training", good,
                    f"1 ps + 1 worker, {len(losses)} steps of {report.get('optimizer')} on a 2-way partitioned table "
                    f"(loss {losses[0]:.4f} -> {losses[-1]:.4f})" if losses else "no steps ran")
+
+
+def _export_check(env: Environment, export: str) -> Check:
+    """The wheel's console script reads the SavedModel the TF 1.x program wrote from its training session."""
+    name = "export readable by TF 1.15"
+    script = env.venv / "bin" / TF115_CHECK_SCRIPT
+    if not export or not script.is_file():
+        return Check(name, "FAIL", "the program wrote no SavedModel" if not export else f"the wheel installed no {script.name}")
+    run = subprocess.run(emulated_command(env, [str(script), export]), capture_output=True, text=True, timeout=300)
+    return _status(name, run.returncode == 0,
+                   f"{script.name}: its SavedModel (tf.saved_model.simple_save of the training session) loads on TF 1.15.5's op "
+                   "registry" if run.returncode == 0 else f"{script.name} exit {run.returncode}: {last_line(run)}")
 
 
 def environment_modules(snapshot: dict, replaced: str) -> dict[str, str]:
