@@ -23,16 +23,22 @@ import sys
 REGISTRY_FILE = "_retf_tf115_ops.json"
 SWITCH = "RETF_TF115_EXPORTS"
 
-# retf's ops by name prefix, and the switch that keeps each out of the graphs a process builds.
+# retf's ops by name prefix (the first that matches), and how a graph is built without them.
 _RETF_SWITCHES = (
-    ("Retf>SparseApplyAdam", "RETF_SPARSE_ADAM=dense"), ("Retf>AdamDecayUntouched", "RETF_SPARSE_ADAM=dense"),
-    ("Retf>SparseApplyAdagradDecay", "no tf.train.AdagradDecayOptimizer (DeepRec's)"),
-    ("Retf>SparseApplyAdagrad", "RETF_FUSED_SPARSE=0"), ("Retf>SparseApplyFtrl", "RETF_FUSED_SPARSE=0"),
-    ("Retf>EmbeddingLookupSparse", "RETF_FUSED_EMBEDDING=0"),
-    ("Retf>ResourceEmbeddingLookupSparse", "RETF_FUSED_EMBEDDING=0"),
-    ("Retf>TransposedMatMul", "RETF_FUSED_MATMUL_GRAD=0"),
-    ("Retf>PairConcatGrad", "RETF_FUSED_CONCAT_GRAD=0"), ("Retf>PairDenseInputGrad", "RETF_FUSED_CONCAT_GRAD=0"),
-    ("Retf>RepeatedPairGrad", "RETF_FUSED_CONCAT_GRAD=0"),
+    ("Retf>SparseApplyAdamDense", "build the graph with RETF_SPARSE_ADAM=dense"),
+    ("Retf>AdamDecayUntouched", "build the graph with RETF_SPARSE_ADAM=dense"),
+    ("Retf>SparseApplyAdamAsync", "train with tf.train.AdamOptimizer instead of DeepRec's AdamAsyncOptimizer"),
+    ("Retf>SparseApplyAdam", "train with tf.train.AdamOptimizer and RETF_SPARSE_ADAM=dense instead of a lazy Adam "
+                             "(tf.contrib.opt.LazyAdamOptimizer, retf.train's, RETF_SPARSE_ADAM=lazy)"),
+    ("Retf>SparseApplyAdagradDecay", "train with tf.train.AdagradOptimizer instead of DeepRec's AdagradDecayOptimizer"),
+    ("Retf>SparseApplyAdagrad", "build the graph with RETF_FUSED_SPARSE=0"),
+    ("Retf>SparseApplyFtrl", "build the graph with RETF_FUSED_SPARSE=0"),
+    ("Retf>EmbeddingLookupSparse", "build the graph with RETF_FUSED_EMBEDDING=0"),
+    ("Retf>ResourceEmbeddingLookupSparse", "build the graph with RETF_FUSED_EMBEDDING=0"),
+    ("Retf>TransposedMatMul", "build the graph with RETF_FUSED_MATMUL_GRAD=0"),
+    ("Retf>PairConcatGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
+    ("Retf>PairDenseInputGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
+    ("Retf>RepeatedPairGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
 )
 # Collections a SavedModel's loader runs, besides its signatures and its saver.
 _SERVED_COLLECTIONS = ("saved_model_main_op", "legacy_init_op", "saved_model_train_op", "table_initializer",
@@ -99,10 +105,9 @@ _REEXPORT = "export it again in this wheel's 1.x API mode, which writes TF 1.15'
 def _fix_for(op):
     if op in _REWRITES:
         return _REEXPORT
-    for prefix, switch in _RETF_SWITCHES:
+    for prefix, without in _RETF_SWITCHES:
         if op.startswith(prefix):
-            return ("it is retf's op, which only this wheel registers: build and export the graph with %s, "
-                    "or serve it on this wheel" % switch)
+            return "it is retf's op, which only this wheel registers: %s, or serve it on this wheel" % without
     if op.startswith("Retf>"):
         return "it is retf's op, which only this wheel registers: serve it on this wheel"
     return ("build the graph without the API call that emits it (TensorFlow 1.15 has no such op), "
@@ -237,7 +242,9 @@ def _sparse_segment_sum_grad(node, scope):
     gather.attr["Tindices"].type = node.attr["Tsegmentids"].type if "Tsegmentids" in node.attr else types_pb2.DT_INT32
     gather.attr["Taxis"].type = types_pb2.DT_INT32
     control = [i for i in node.input if i.startswith("^")]
-    value_type, index_type = node.attr["T"].type, node.attr["Tidx"].type
+    # Tidx may have been stripped as holding its default (strip_default_attrs, as Estimator exports)
+    value_type = node.attr["T"].type
+    index_type = node.attr["Tidx"].type if "Tidx" in node.attr else types_pb2.DT_INT32
     node.op = "UnsortedSegmentSum"
     del node.input[:]
     node.input.extend([scope.output(gather), indices, rows] + control)
@@ -293,9 +300,11 @@ def _to_tf115(scope, registry_115, findings, where, op_defs, rewrite):
                              _REEXPORT if default or node.op in _REWRITES else
                              "build the graph without the argument that sets it", where)
         for name, default in known.items():
-            if default is None and name not in node.attr:
+            if default is None and name not in node.attr and rewrite and name in defaults:
+                node.attr[name].CopyFrom(defaults[name])  # stripped as 2.x's default; TF 1.15 needs it given
+            elif default is None and name not in node.attr:
                 findings.add(node, "no attribute %s, which TensorFlow 1.15's %s needs" % (name, node.op),
-                             "serve it on this TensorFlow", where)
+                             _REEXPORT if name in defaults else "serve it on this TensorFlow", where)
 
 
 def to_tf115(graph_def, rewrite=True):
