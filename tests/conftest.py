@@ -128,8 +128,8 @@ def bionic():
 
 # --- the real TensorFlow wheel, built and verified once per test session (slow tests only) ---
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True)
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "retfwheel", *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
 # Every TF program a test runs is bounded: each finishes in well under a minute here; one that hangs (as Keras inside
@@ -185,7 +185,9 @@ def verified(built_wheel, tmp_path_factory):
     import json
 
     kept = tmp_path_factory.mktemp("kept") / "env"
-    run = run_cli("verify", built_wheel, "--recipe", RECIPES / "emulated-py36.toml", "--json", "--keep-env", kept)
+    # as `make demo` runs it: the wheel named relative to the working folder
+    run = run_cli("verify", built_wheel.name, "--recipe", RECIPES / "emulated-py36.toml", "--json", "--keep-env", kept,
+                  cwd=built_wheel.parent)
     try:
         report = json.loads(run.stdout)
     except ValueError:

@@ -64,6 +64,7 @@ class Verification:
 def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tuple[Path, ...] = (), keep: Path | None = None,
                  python: Path | None = None, progress: Progress = lambda m: None) -> Verification:
     """Run every check; a failed check is reported, never raised."""
+    wheel_path = Path(wheel_path).resolve()  # pip runs from the environment's folder, not the caller's
     wheel = read_wheel(wheel_path)
     for script in scripts:
         if not Path(script).is_file():
