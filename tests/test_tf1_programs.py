@@ -264,6 +264,20 @@ def test_hparams_drive_training_and_answer_as_on_tf_1_15(tf115, wheel):
     assert produced["behaviours"]["parse_float_as_int"][0] == "ValueError"
 
 
+def test_bilstm_crf_tagger_trains_decodes_and_resumes_both_ways(tf115, wheel):
+    """tf.contrib.crf (written here) over a BiLSTM: TF 1.15.5's losses and "transitions" variable, the same tags from
+    crf_decode and viterbi_decode, and each side's checkpoint resumes on the other."""
+    reference, produced = tf115("bilstm_crf"), wheel("bilstm_crf")
+    assert_same_training(reference, produced, exact=("variables", "decoded", "viterbi"))
+    assert "crf/transitions [5, 5]" in produced["variables"] and produced["decoded"] == produced["viterbi"]
+    assert produced["best_scores"] == pytest.approx(reference["best_scores"], rel=1e-5)
+    assert min(produced["lengths"]) == 1 < max(produced["lengths"])  # a one-step sentence among longer ones
+    forward = wheel("bilstm_crf", str(tf115.work_dir("bilstm_crf")))
+    back = tf115("bilstm_crf", str(wheel.work_dir("bilstm_crf")))
+    for resumed, writer in ((forward, reference), (back, produced)):
+        assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
+
+
 # --- bench/models: the Criteo model programs ------------------------------------------------------------------------
 BENCH_MODELS = REPO / "bench" / "models"
 # Small tables (hash buckets / 100), one thread; 4 warm-up and 6 timed steps, a checkpoint after the 4th; no AUC.

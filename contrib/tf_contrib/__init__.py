@@ -14,7 +14,7 @@ import types
 
 from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
 
-PROVIDED = ("cluster_resolver", "data", "distribute", "estimator", "feature_column", "framework", "layers", "lookup",
+PROVIDED = ("cluster_resolver", "crf", "data", "distribute", "estimator", "feature_column", "framework", "layers", "lookup",
             "metrics", "opt", "rnn", "slim", "summary", "tpu", "training")
 
 
