@@ -271,7 +271,7 @@ def test_bilstm_crf_tagger_trains_decodes_and_resumes_both_ways(tf115, wheel):
     assert_same_training(reference, produced, exact=("variables", "decoded", "viterbi"))
     assert "crf/transitions [5, 5]" in produced["variables"] and produced["decoded"] == produced["viterbi"]
     assert produced["best_scores"] == pytest.approx(reference["best_scores"], rel=1e-5)
-    assert min(produced["lengths"]) == 1 < max(produced["lengths"])  # a one-step sentence among longer ones
+    assert [len(tags) for tags in produced["decoded"]] == produced["lengths"]  # padded rows cut at their lengths
     forward = wheel("bilstm_crf", str(tf115.work_dir("bilstm_crf")))
     back = tf115("bilstm_crf", str(wheel.work_dir("bilstm_crf")))
     for resumed, writer in ((forward, reference), (back, produced)):
