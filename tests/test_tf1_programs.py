@@ -248,7 +248,8 @@ def test_bert_classifier_on_tpu_estimator_without_a_tpu_trains_and_resumes_both_
     assert "output_weights/adam_m [2, 16]" in produced["variables"]
     for key in ("eval_accuracy", "eval_loss"):
         assert produced["evaluation"][key] == pytest.approx(reference["evaluation"][key], abs=METRIC_ATOL)
-    assert produced["predictions"] == pytest.approx(reference["predictions"], abs=1e-6)
+    flat = [[p for row in side["predictions"] for p in row] for side in (reference, produced)]
+    assert flat[1] == pytest.approx(flat[0], abs=1e-6)
     forward = wheel("bert_classifier", str(tf115.work_dir("bert_classifier")))
     back = tf115("bert_classifier", str(wheel.work_dir("bert_classifier")))
     for resumed, writer in ((forward, reference), (back, produced)):
