@@ -56,6 +56,15 @@ except AttributeError as error:
 import tensorflow.contrib.layers
 import tf_slim
 report["contrib_layers"] = tf.contrib.layers.batch_norm is tf_slim.batch_norm
+# the module paths BERT, ALBERT, NMT and tensorflow/tpu import from (the survey in docs/guide.md)
+from tensorflow.contrib import tpu as contrib_tpu, cluster_resolver as contrib_cluster_resolver
+from tensorflow.contrib.tpu.python.tpu import tpu_config, tpu_estimator, tpu_optimizer
+from tensorflow.contrib.training.python.training import hparam
+report["contrib_paths"] = [tpu_estimator.TPUEstimator is tf.contrib.tpu.TPUEstimator is contrib_tpu.TPUEstimator,
+                           tpu_config.RunConfig is tf.contrib.tpu.RunConfig,
+                           tpu_optimizer.CrossShardOptimizer is tf.contrib.tpu.CrossShardOptimizer,
+                           hparam.HParams is tf.contrib.training.HParams,
+                           contrib_cluster_resolver.TPUClusterResolver is tf.distribute.cluster_resolver.TPUClusterResolver]
 print(json.dumps(report))
 """
 
@@ -92,6 +101,7 @@ def test_import_tensorflow_is_the_1x_api(v1_venv):
     assert report["contrib_missing_name"].startswith("tf.contrib.layers.sparse_column_with_hash_bucket is not provided")
     assert "tf.feature_column" in report["contrib_missing_name"]
     assert report["contrib_layers"] is True  # tf_slim, served from the wheel
+    assert report["contrib_paths"] == [True] * 5
 
 
 def test_the_allocator_is_tensorflows_unless_the_user_chose(v1_venv):

@@ -237,6 +237,48 @@ def test_estimator_with_contrib_head_trains_evaluates_and_resumes_both_ways(tf11
         assert resumed["resumed_evaluation"]["auc"] == pytest.approx(writer["resumed_evaluation"]["auc"], abs=METRIC_ATOL)
 
 
+def test_bert_classifier_on_tpu_estimator_without_a_tpu_trains_and_resumes_both_ways(tf115, wheel):
+    """run_classifier.py's way: tf.contrib.tpu.TPUEstimator (use_tpu=False), RunConfig, TPUConfig and
+    InputPipelineConfig, BERT's variable names, an AdamWeightDecay optimizer, eval_metrics and predict: the same
+    losses, evaluation and probabilities, and each side continues from the other's model_dir."""
+    reference, produced = tf115("bert_classifier"), wheel("bert_classifier")
+    assert produced["estimator"] == reference["estimator"] == "TPUEstimator"
+    assert_same_training(reference, produced, exact=("variables",))
+    assert "bert/encoder/layer_0/attention/self/query/kernel [16, 16]" in produced["variables"]
+    assert "output_weights/adam_m [2, 16]" in produced["variables"]
+    for key in ("eval_accuracy", "eval_loss"):
+        assert produced["evaluation"][key] == pytest.approx(reference["evaluation"][key], abs=METRIC_ATOL)
+    flat = [[p for row in side["predictions"] for p in row] for side in (reference, produced)]
+    assert flat[1] == pytest.approx(flat[0], abs=1e-6)
+    forward = wheel("bert_classifier", str(tf115.work_dir("bert_classifier")))
+    back = tf115("bert_classifier", str(wheel.work_dir("bert_classifier")))
+    for resumed, writer in ((forward, reference), (back, produced)):
+        assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
+        assert resumed["resumed_evaluation"]["global_step"] == 18.0
+
+
+def test_hparams_drive_training_and_answer_as_on_tf_1_15(tf115, wheel):
+    """tf.contrib.training.HParams parsed from a string drives a tf.contrib.layers model with tf.contrib.lookup and
+    tf.contrib.metrics.streaming_auc; HParams' answers and errors for 20 usual calls are TF 1.15.5's, word for word."""
+    reference, produced = tf115("hparams_training"), wheel("hparams_training")
+    assert_same_training(reference, produced, metrics=("auc",), exact=("variables", "behaviours"))
+    assert produced["behaviours"]["parse_float_as_int"][0] == "ValueError"
+
+
+def test_bilstm_crf_tagger_trains_decodes_and_resumes_both_ways(tf115, wheel):
+    """tf.contrib.crf (written here) over a BiLSTM: TF 1.15.5's losses and "transitions" variable, the same tags from
+    crf_decode and viterbi_decode, and each side's checkpoint resumes on the other."""
+    reference, produced = tf115("bilstm_crf"), wheel("bilstm_crf")
+    assert_same_training(reference, produced, exact=("variables", "decoded", "viterbi"))
+    assert "crf/transitions [5, 5]" in produced["variables"] and produced["decoded"] == produced["viterbi"]
+    assert produced["best_scores"] == pytest.approx(reference["best_scores"], rel=1e-5)
+    assert [len(tags) for tags in produced["decoded"]] == produced["lengths"]  # padded rows cut at their lengths
+    forward = wheel("bilstm_crf", str(tf115.work_dir("bilstm_crf")))
+    back = tf115("bilstm_crf", str(wheel.work_dir("bilstm_crf")))
+    for resumed, writer in ((forward, reference), (back, produced)):
+        assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
+
+
 # --- bench/models: the Criteo model programs ------------------------------------------------------------------------
 BENCH_MODELS = REPO / "bench" / "models"
 # Small tables (hash buckets / 100), one thread; 4 warm-up and 6 timed steps, a checkpoint after the 4th; no AUC.

@@ -14,8 +14,8 @@ import types
 
 from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
 
-PROVIDED = ("data", "distribute", "estimator", "feature_column", "framework", "layers", "opt", "rnn", "slim",
-            "summary")
+PROVIDED = ("cluster_resolver", "crf", "data", "distribute", "estimator", "feature_column", "framework", "layers", "lookup",
+            "metrics", "opt", "rnn", "slim", "summary", "tpu", "training")
 
 
 class _Contrib(types.ModuleType):
