@@ -15,7 +15,7 @@ import types
 from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
 
 PROVIDED = ("cluster_resolver", "crf", "data", "distribute", "estimator", "feature_column", "framework", "layers", "lookup",
-            "metrics", "opt", "rnn", "slim", "summary", "tpu", "training")
+            "metrics", "opt", "rnn", "seq2seq", "slim", "summary", "tpu", "training")
 
 
 class _Contrib(types.ModuleType):
