@@ -664,9 +664,9 @@ CONTRIB_MESSAGE = (
     "tf.contrib.layers, .framework, .slim and .metrics (tf_slim), .rnn, .opt's LazyAdam, AdamW, MomentumW and "
     "MovingAverage optimizers, .data, .distribute, .estimator's heads, .summary, .feature_column's sequence columns, "
     ".tpu (TPUEstimator, with use_tpu=False too), .cluster_resolver, .lookup, .training (HParams), .crf and "
-    ".seq2seq's attention decoders. Replacements for the rest: tf.contrib.learn -> tf.estimator; tf.contrib.image "
-    "-> tf.image; tf.contrib.cudnn_rnn -> tf.keras.layers' LSTM and GRU; the seq2seq beam search -> TensorFlow "
-    "Addons' tfa.seq2seq. See TensorFlow's guide on migrating from 1.x.")
+    ".seq2seq's attention decoders, .learn's ModeKeys. Replacements for the rest: tf.contrib.image "
+    "-> tf.image; tf.contrib.cudnn_rnn -> tf.keras.layers' LSTM and GRU; tf.contrib.learn -> tf.estimator; the "
+    "seq2seq beam search -> TensorFlow Addons' tfa.seq2seq. See TensorFlow's guide on migrating from 1.x.")
 
 
 class RemovedContrib(object):
