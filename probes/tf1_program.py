@@ -46,7 +46,7 @@ with tf.Session() as session:
         report["export"] = os.path.join(sys.argv[1], "saved_model")
         tf.saved_model.simple_save(session, report["export"], features, {"probability": tf.sigmoid(logits)})
 try:
-    _ = tf.contrib.learn  # not provided: says what replaced it
+    _ = tf.contrib.gan  # not provided: says what replaced it
 except AttributeError as error:
     report["contrib"] = str(error)[:60]
 print(json.dumps(report))

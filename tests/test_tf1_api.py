@@ -42,11 +42,11 @@ report = {"version": tf.__version__, "versions": [tf.VERSION, tf.version.VERSION
           "partitioned": hasattr(partitioned_variables, "fixed_size_partitioner"),
           "bfc": os.environ.get("TF_CPU_ALLOCATOR_USE_BFC")}
 try:
-    import tensorflow.contrib.learn
+    import tensorflow.contrib.gan
 except ImportError as error:
     report["contrib_import"] = str(error)
 try:
-    tf.contrib.learn
+    tf.contrib.gan
 except AttributeError as error:
     report["contrib_attribute"] = str(error)
 try:
@@ -56,6 +56,11 @@ except AttributeError as error:
 import tensorflow.contrib.layers
 import tf_slim
 report["contrib_layers"] = tf.contrib.layers.batch_norm is tf_slim.batch_norm
+report["learn_modes"] = [tf.contrib.learn.ModeKeys.TRAIN, tf.contrib.learn.ModeKeys.EVAL, tf.contrib.learn.ModeKeys.INFER]
+try:
+    tf.contrib.learn.Estimator
+except AttributeError as error:
+    report["learn_missing_name"] = str(error)
 # the module paths BERT, ALBERT, NMT and tensorflow/tpu import from (the survey in docs/guide.md)
 from tensorflow.contrib import tpu as contrib_tpu, cluster_resolver as contrib_cluster_resolver
 from tensorflow.contrib.tpu.python.tpu import tpu_config, tpu_estimator, tpu_optimizer
@@ -97,11 +102,13 @@ def test_import_tensorflow_is_the_1x_api(v1_venv):
     assert report["build"] == "2.6.2" and report["git"].startswith("v2.6")
     assert report["placeholder"] and report["session"] and report["v2"] and report["v1"] and report["partitioned"]
     for key in ("contrib_import", "contrib_attribute"):  # a part not provided says what replaced it
-        assert "not part of TensorFlow 2.x" in report[key] and "tf.contrib.learn -> tf.estimator" in report[key]
+        assert "not part of TensorFlow 2.x" in report[key] and "tf.contrib.image -> tf.image" in report[key]
     assert report["contrib_missing_name"].startswith("tf.contrib.layers.sparse_column_with_hash_bucket is not provided")
     assert "tf.feature_column" in report["contrib_missing_name"]
     assert report["contrib_layers"] is True  # tf_slim, served from the wheel
     assert report["contrib_paths"] == [True] * 5
+    assert report["learn_modes"] == ["train", "eval", "infer"]  # TF 1.15's, as tensorflow/nmt branches on them
+    assert "tf.contrib.learn became tf.estimator" in report["learn_missing_name"]
 
 
 def test_the_allocator_is_tensorflows_unless_the_user_chose(v1_venv):

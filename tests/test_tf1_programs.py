@@ -279,6 +279,26 @@ def test_bilstm_crf_tagger_trains_decodes_and_resumes_both_ways(tf115, wheel):
         assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
 
 
+@pytest.mark.parametrize("mechanism", ("bahdanau", "luong"))
+def test_attention_seq2seq_trains_decodes_and_resumes_as_on_tf_1_15(tf115, wheel, mechanism):
+    """tf.contrib.seq2seq (written here): AttentionWrapper with Bahdanau or scaled Luong attention, TrainingHelper,
+    BasicDecoder, dynamic_decode and sequence_loss train with TF 1.15.5's variable names and losses, and greedy
+    decoding gives the same ids; Bahdanau's checkpoints resume on the other side, both ways."""
+    reference, produced = tf115("attention_seq2seq", mechanism), wheel("attention_seq2seq", mechanism)
+    assert_same_training(reference, produced, exact=("variables", "decoded", "decoded_lengths"))
+    assert_same_training({"losses": reference["resumed_losses"]}, {"losses": produced["resumed_losses"]})
+    scope = "seq2seq/decoder/attention_wrapper/"
+    assert (scope + ("bahdanau_attention/attention_v [16]" if mechanism == "bahdanau" else "luong_attention/attention_g []")
+            in produced["variables"])
+    assert scope + "attention_layer/kernel [32, 16]" in produced["variables"]
+    assert produced["alignment_sums"] == pytest.approx(reference["alignment_sums"], abs=1e-5)
+    if mechanism == "bahdanau":
+        forward = wheel("attention_seq2seq", mechanism, str(tf115.work_dir("attention_seq2seq", mechanism)))
+        back = tf115("attention_seq2seq", mechanism, str(wheel.work_dir("attention_seq2seq", mechanism)))
+        for resumed, writer in ((forward, reference), (back, produced)):
+            assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
+
+
 # --- bench/models: the Criteo model programs ------------------------------------------------------------------------
 BENCH_MODELS = REPO / "bench" / "models"
 # Small tables (hash buckets / 100), one thread; 4 warm-up and 6 timed steps, a checkpoint after the 4th; no AUC.

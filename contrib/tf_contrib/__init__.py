@@ -1,7 +1,7 @@
 """tf.contrib in the 1.x API mode of a retfwheel-built TensorFlow.
 
-TensorFlow 2.x has no tf.contrib. The parts that TF 1.x recommendation code uses are provided
-here, as attributes (tf.contrib.layers.batch_norm) and as module paths
+TensorFlow 2.x has no tf.contrib. The parts that TF 1.x code uses most (recommendation models, BERT, NMT, NER;
+docs/guide.md has the survey) are provided here, as attributes (tf.contrib.layers.batch_norm) and as module paths
 (tensorflow.contrib.rnn.python.ops.core_rnn_cell); they load on first use. layers, framework and
 slim are tf_slim, the maintained port of TF 1.15's contrib layers; the rest is TensorFlow 2.x's own
 code under TF 1.15's names, or written here where TensorFlow 2.x has none. Every other part, and
@@ -14,8 +14,8 @@ import types
 
 from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
 
-PROVIDED = ("cluster_resolver", "crf", "data", "distribute", "estimator", "feature_column", "framework", "layers", "lookup",
-            "metrics", "opt", "rnn", "slim", "summary", "tpu", "training")
+PROVIDED = ("cluster_resolver", "crf", "data", "distribute", "estimator", "feature_column", "framework", "layers", "learn",
+            "lookup", "metrics", "opt", "rnn", "seq2seq", "slim", "summary", "tpu", "training")
 
 
 class _Contrib(types.ModuleType):
