@@ -100,11 +100,11 @@ def crf_binary_score(tag_indices, sequence_lengths, transition_params):
     return math_ops.reduce_sum(scores * masks, 1)
 
 
-class CrfForwardRnnCell(rnn_cell_impl.RNNCell):
-    """One step of the forward algorithm: the log-sum of the previous scores through each transition."""
+class _TransitionCell(rnn_cell_impl.RNNCell):
+    """A cell stepping over tags with [tags, tags] transition scores; its state and output: one score per tag."""
 
     def __init__(self, transition_params):
-        super(CrfForwardRnnCell, self).__init__()
+        super(_TransitionCell, self).__init__()
         self._transition_params = array_ops.expand_dims(transition_params, 0)
         self._num_tags = tensor_shape.dimension_value(transition_params.shape[0])
 
@@ -115,6 +115,10 @@ class CrfForwardRnnCell(rnn_cell_impl.RNNCell):
     @property
     def output_size(self):
         return self._num_tags
+
+
+class CrfForwardRnnCell(_TransitionCell):
+    """One step of the forward algorithm: the log-sum of the previous scores through each transition."""
 
     def __call__(self, inputs, state, scope=None):
         scores = array_ops.expand_dims(state, 2) + self._transition_params
@@ -138,21 +142,8 @@ def viterbi_decode(score, transition_params):
     return viterbi, np.max(trellis[-1])
 
 
-class CrfDecodeForwardRnnCell(rnn_cell_impl.RNNCell):
+class CrfDecodeForwardRnnCell(_TransitionCell):
     """One forward step of Viterbi decoding: the best previous tag for each tag, and the new best scores."""
-
-    def __init__(self, transition_params):
-        super(CrfDecodeForwardRnnCell, self).__init__()
-        self._transition_params = array_ops.expand_dims(transition_params, 0)
-        self._num_tags = tensor_shape.dimension_value(transition_params.shape[0])
-
-    @property
-    def state_size(self):
-        return self._num_tags
-
-    @property
-    def output_size(self):
-        return self._num_tags
 
     def __call__(self, inputs, state, scope=None):
         scores = array_ops.expand_dims(state, 2) + self._transition_params
