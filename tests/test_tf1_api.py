@@ -463,3 +463,32 @@ def test_exports_take_tf_1_15s_form_unless_switched_off(v1_venv):
     kept = run_in(recipe, v1_venv, PARSING_EXPORT, RETF_TF115_EXPORTS="0")
     assert len(kept["check"]) == 1 and "op ParseExampleV2" in kept["check"][0]
     assert "TensorFlow 1.15 has no such op" in kept["check"][0] and "export it again" in kept["check"][0]
+
+
+FUSED_LOOKUP_EXPORT = """
+import json, tempfile, warnings
+import tensorflow as tf
+from tensorflow import _retf_tf115_export
+
+ids = tf.sparse.placeholder(tf.int64, name="ids")
+table = tf.get_variable("table", [20, 4])
+output = tf.nn.embedding_lookup_sparse(table, ids, None, combiner="mean")
+folder = tempfile.mkdtemp() + "/saved_model"
+with tf.Session() as session, warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    session.run(tf.global_variables_initializer())
+    tf.saved_model.simple_save(session, folder, {"ids_values": ids.values}, {"output": output})
+print(json.dumps({"ops": sorted({n.op for n in tf.get_default_graph().as_graph_def().node if "Retf" in n.op}),
+                  "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
+                  "check": _retf_tf115_export.check(folder)}))
+"""
+
+
+def test_an_inference_graph_with_retfs_fused_lookup_is_written_and_named_with_its_switch(v1_venv):
+    """RETF_FUSED_EMBEDDING=1 puts retf's lookup in the forward graph: the SavedModel is still written, one warning
+    and the check name the op and the switch that keeps it out."""
+    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, FUSED_LOOKUP_EXPORT, RETF_FUSED_EMBEDDING="1")
+    assert "Retf>EmbeddingLookupSparse" in report["ops"]
+    assert len(report["warnings"]) == 1 and "TensorFlow 1.15 cannot load it" in report["warnings"][0]
+    for text in (report["warnings"][0], report["check"][0]):
+        assert "Retf>EmbeddingLookupSparse" in text and "RETF_FUSED_EMBEDDING=0" in text
