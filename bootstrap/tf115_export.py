@@ -9,7 +9,9 @@ In 1.x API mode the bootstrap routes every export through here:
   features as ParseExample, attributes TF 1.15 does not know dropped where they hold their default;
 - a SavedModel leaves out the nodes TF 1.15 cannot run that nothing it serves needs: the training ops of a
   graph saved whole (tf.saved_model.simple_save after training, with retf's fused optimizers or gradients);
-- what still cannot be read by TF 1.15 is said once per export, naming the op, its nodes and what to do.
+- what a SavedModel or a frozen graph still holds that TF 1.15 cannot read is said once (a RuntimeWarning per
+  finding), naming the op, its nodes and what to do; an export this module cannot rewrite is written as
+  TensorFlow 2.x made it, said the same way: the user's save never fails here.
 
 TF 1.15.5's op registry (every op, its attributes and their defaults) ships beside this file as
 _retf_tf115_ops.json. `retf-tf115-check PATH...` (main() below) reports what TF 1.15 would refuse in a
@@ -425,13 +427,55 @@ def prune_for_serving(meta_graph_def, findings):
 # --- where exports happen ----------------------------------------------------------------------------
 
 
-def _say_once(what, findings):
-    lines = findings.lines()
-    if not lines or (what, tuple(lines)) in _said:
+def _say_once(what, findings, failure=None):
+    """One RuntimeWarning per kind of export and finding: what TF 1.15 cannot load in ``what`` (``findings``; none
+    to say when None), or why it was left as TensorFlow 2.x wrote it (``failure``)."""
+    if failure is not None:
+        key = failure
+        text = ("%s: written in TensorFlow 2.x's form, as rewriting it into TF 1.15's failed (%s); check it with "
+                "retf-tf115-check" % (what, failure))
+    else:
+        key = "; ".join(findings.lines()) if findings is not None else ""
+        text = "%s: TensorFlow 1.15 cannot load it: %s" % (what, key)
+    kind = what.split(" at ")[0]
+    if not key or (kind, key) in _said:
         return
-    _said.add((what, tuple(lines)))
+    _said.add((kind, key))
     import warnings
-    warnings.warn("%s: TensorFlow 1.15 cannot load it: %s" % (what, "; ".join(lines)), RuntimeWarning, stacklevel=4)
+    warnings.warn(text, RuntimeWarning, stacklevel=4)
+
+
+def _in_tf115_form(proto, rewrite, what):
+    """``proto`` (a GraphDef or MetaGraphDef) rewritten by ``rewrite`` on a copy, copied back once it succeeded: an
+    unforeseen graph leaves the export as TensorFlow 2.x wrote it, said once, and never fails the user's save."""
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    try:
+        findings = rewrite(copy)
+    except Exception as error:  # the export itself must not fail for this
+        _say_once(what, None, "%s: %s" % (type(error).__name__, error))
+        return
+    proto.CopyFrom(copy)
+    _say_once(what, findings)
+
+
+def _rewrite_meta_graph(meta_graph_def):
+    """A meta graph (Saver's .meta) keeps the whole graph, for resuming: rewritten, not pruned, and nothing said
+    of the training ops TF 1.15 lacks, as every checkpoint writes one (the check names them)."""
+    to_tf115(meta_graph_def.graph_def)
+    _refresh_op_list(meta_graph_def)
+
+
+def _rewrite_graph_quietly(graph_def):
+    """A GraphDef written with tf.train.write_graph, often a training graph for TensorBoard or freeze_graph."""
+    to_tf115(graph_def)
+
+
+def _rewrite_saved_meta_graph(meta_graph_def):
+    findings = to_tf115(meta_graph_def.graph_def)
+    prune_for_serving(meta_graph_def, findings)
+    _refresh_op_list(meta_graph_def)
+    return findings
 
 
 def install(v1):
@@ -448,8 +492,7 @@ def install(v1):
     @functools.wraps(create)
     def create_meta_graph_def(*args, **kwargs):
         result = create(*args, **kwargs)
-        to_tf115(result.graph_def)
-        _refresh_op_list(result)
+        _in_tf115_form(result, _rewrite_meta_graph, "a meta graph")
         return result
 
     meta_graph.create_meta_graph_def = create_meta_graph_def
@@ -459,11 +502,8 @@ def install(v1):
     @functools.wraps(add)
     def _tag_and_add_meta_graph(self, meta_graph_def, tags, signature_def_map):
         add(self, meta_graph_def, tags, signature_def_map)
-        added = self._saved_model.meta_graphs[-1]
-        findings = to_tf115(added.graph_def)
-        prune_for_serving(added, findings)
-        _refresh_op_list(added)
-        _say_once("the SavedModel at %s" % _text(self._export_dir), findings)
+        _in_tf115_form(self._saved_model.meta_graphs[-1], _rewrite_saved_meta_graph,
+                       "the SavedModel at %s" % _text(self._export_dir))
 
     builder_impl._SavedModelBuilder._tag_and_add_meta_graph = _tag_and_add_meta_graph
 
@@ -472,7 +512,7 @@ def install(v1):
     @functools.wraps(freeze)
     def convert_variables_to_constants(*args, **kwargs):
         result = freeze(*args, **kwargs)
-        _say_once("the frozen GraphDef", to_tf115(result))
+        _in_tf115_form(result, to_tf115, "the frozen GraphDef")
         return result
 
     write = v1.train.write_graph
@@ -480,14 +520,12 @@ def install(v1):
     @functools.wraps(write)
     def write_graph(graph_or_graph_def, logdir, name, as_text=True):
         from tensorflow.core.framework import graph_pb2
-        graph_def = graph_or_graph_def
-        if not isinstance(graph_def, graph_pb2.GraphDef):
-            graph_def = graph_def.as_graph_def(add_shapes=True)
+        if isinstance(graph_or_graph_def, graph_pb2.GraphDef):
+            graph_def = graph_pb2.GraphDef()
+            graph_def.CopyFrom(graph_or_graph_def)
         else:
-            copy = graph_pb2.GraphDef()
-            copy.CopyFrom(graph_def)
-            graph_def = copy
-        to_tf115(graph_def)
+            graph_def = graph_or_graph_def.as_graph_def()
+        _in_tf115_form(graph_def, _rewrite_graph_quietly, "a written GraphDef")
         return write(graph_def, logdir, name, as_text)
 
     for module in (graph_util, graph_util_impl, v1.graph_util, v1.compat.v1.graph_util):

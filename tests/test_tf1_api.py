@@ -492,3 +492,20 @@ def test_an_inference_graph_with_retfs_fused_lookup_is_written_and_named_with_it
     assert len(report["warnings"]) == 1 and "TensorFlow 1.15 cannot load it" in report["warnings"][0]
     for text in (report["warnings"][0], report["check"][0]):
         assert "Retf>EmbeddingLookupSparse" in text and "RETF_FUSED_EMBEDDING=0" in text
+
+
+def test_a_graph_the_rewrite_cannot_handle_is_exported_as_tf_2_wrote_it_and_said_once(v1_venv):
+    """The rewrite runs on a copy: when it fails, the SavedModel is written in TensorFlow 2.x's form, the save goes
+    on, and one warning says so (a rewrite made to fail stands in for an unforeseen graph)."""
+    code = PARSING_EXPORT.replace("serialized = tf.placeholder", """import warnings
+def failing(node, scope):
+    raise RuntimeError("unforeseen node")
+_retf_tf115_export._REWRITES["ParseExampleV2"] = failing
+warnings.simplefilter("always")
+caught = warnings.catch_warnings(record=True).__enter__()
+serialized = tf.placeholder""").replace('"check": _retf_tf115_export.check(folder)}', '''"check": _retf_tf115_export.check(folder),
+                  "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]}''')
+    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, code)
+    assert len(report["check"]) == 1 and "op ParseExampleV2" in report["check"][0]
+    (warning,) = [w for w in report["warnings"] if "SavedModel" in w]
+    assert "written in TensorFlow 2.x's form" in warning and "RuntimeError: unforeseen node" in warning
