@@ -31,6 +31,10 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
                       evidence for v1_fused_concat_grad
   wheel, Adam split / one pass (--sides ...,split or nosplit): RETF_SPLIT_DENSE_ADAM=1 or 0, whether
                       retf.train.AdamOptimizer decays the untouched rows early
+  XLA (--sides tf115,wheel,xla115,xla,jit115,jit): TF 1.15.5 and the wheel with XLA auto-clustering
+                      (TF_XLA_FLAGS=--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit), or with the model built in
+                      tf.xla.experimental.jit_scope() (bench/models/common.py --xla-jit-scope)
+Every row also gives the CPU time per step (all of the process's threads).
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
 each side alike. Reports the median over repetitions of steps/s after warm-up (the mean over the timed
@@ -75,8 +79,8 @@ STEPS = {"adam": 30, "adagrad": 80, "lazyadam": 80, "ftrl": 80, "sgd": 80}
 
 
 class Side:
-    def __init__(self, label, recipe, venv=None, env=None):
-        self.label, self.recipe, self.venv, self.env = label, recipe, venv, env or {}
+    def __init__(self, label, recipe, venv=None, env=None, args=()):
+        self.label, self.recipe, self.venv, self.env, self.args = label, recipe, venv, env or {}, tuple(args)
 
     def command(self, program, *args):
         env_option = ["--env", str(self.venv)] if self.venv else []
@@ -104,7 +108,10 @@ def prepare_wheel(work):
 
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
-         "cat", "nocat", "split", "nosplit")
+         "cat", "nocat", "split", "nosplit", "xla115", "xla", "jit115", "jit")
+# XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
+# the model's own ops (bench/models/common.py --xla-jit-scope)
+XLA_AUTO = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}
 
 
 def stale_env_problem(venv, recipe=V1_RECIPE):
@@ -136,8 +143,9 @@ def run_model(side, model, optimizer, data, steps, warmup, batch_size, seed=1, t
         args += ["--batch-size", batch_size]
     if trace:
         args += ["--trace", trace]
+    args += list(side.args)
     # Only the side's own switches: none inherited from this shell.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU_ALLOCATOR"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU_ALLOCATOR", "TF_XLA_FLAGS"))}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", **side.env)
     run = subprocess.run(side.command(MODELS / f"{model}.py", *args), capture_output=True, text=True, env=env,
                          cwd=REPO)
@@ -156,6 +164,7 @@ def summarize(model, optimizer, side, runs, baselines):
     baseline side's run of the same repetition; whether the final loss and AUC fall within the baseline's
     spread over the seeds."""
     rates = [r["steps_per_sec"] for r in runs]
+    cpu = [r.get("cpu_seconds_per_step", 0.0) * 1e3 for r in runs]
     best = [r["best_window_steps_per_sec"] for r in runs]
     ratios = [r["steps_per_sec"] / b["steps_per_sec"] for r, b in zip(runs, baselines)]
     losses, base_losses = [r["last_loss"] for r in runs], [b["last_loss"] for b in baselines]
@@ -164,6 +173,7 @@ def summarize(model, optimizer, side, runs, baselines):
                 implementation=runs[0]["optimizer"], batch_size=runs[0]["batch_size"], steps=runs[0]["steps"],
                 repetitions=len(runs), seeds=[r.get("seed") for r in runs], steps_per_sec=statistics.median(rates),
                 range=[min(rates), max(rates)], best_window_steps_per_sec=statistics.median(best),
+                cpu_ms_per_step=statistics.median(cpu), cpu_range=[min(cpu), max(cpu)],
                 ratio=statistics.median(ratios), ratio_range=[min(ratios), max(ratios)],
                 last_loss=statistics.median(losses), last_loss_range=[min(losses), max(losses)],
                 auc=statistics.median(aucs), auc_range=[min(aucs), max(aucs)], aucs=[r.get("aucs") for r in runs],
@@ -172,8 +182,8 @@ def summarize(model, optimizer, side, runs, baselines):
 
 
 def table(rows, baseline):
-    header = (f"{'model':<10} {'optimizer':<10} {'side':<14} {'implementation':<36} {'steps/s':>8} {'range':>13} "
-              f"{'ratio':>6} {'range':>11} {'best 10':>8} {'last loss':>15} {'AUC':>15} {'same':>4}")
+    header = (f"{'model':<10} {'optimizer':<10} {'side':<20} {'implementation':<36} {'steps/s':>8} {'range':>13} "
+              f"{'ratio':>6} {'range':>11} {'best 10':>8} {'CPU ms':>7} {'last loss':>15} {'AUC':>15} {'same':>4}")
     lines = [header, "-" * len(header)]
     for row in rows:
         low, high = row["range"]
@@ -181,12 +191,14 @@ def table(rows, baseline):
         loss_low, loss_high = row["last_loss_range"]
         auc_low, auc_high = row["auc_range"]
         optimizer = row["optimizer"] + ("*" if row["usual"] else "")
-        lines.append(f"{row['model']:<10} {optimizer:<10} {row['side']:<14} {row['implementation']:<36} "
+        lines.append(f"{row['model']:<10} {optimizer:<10} {row['side']:<20} {row['implementation']:<36} "
                      f"{row['steps_per_sec']:>8.2f} {low:>6.2f}-{high:<6.2f} {row['ratio']:>5.2f}x "
                      f"{ratio_low:>4.2f}-{ratio_high:<4.2f}x {row['best_window_steps_per_sec']:>8.2f} "
+                     f"{row['cpu_ms_per_step']:>7.1f} "
                      f"{loss_low:>7.4f}-{loss_high:<7.4f} {auc_low:>7.4f}-{auc_high:<7.4f} "
                      f"{'yes' if row['as_baseline'] else 'NO':>4}")
-    lines.append(f"* the model's usual optimizer. Ranges: lowest-highest over the repetitions, each with its own seed. "
+    lines.append(f"* the model's usual optimizer. CPU ms: the process's CPU time per timed step, all threads (median). "
+                 f"Ranges: lowest-highest over the repetitions, each with its own seed. "
                  f"Ratio: to {baseline}'s run of the same repetition. Last loss and AUC (the click's, over the batches "
                  f"after training): lowest-highest over the seeds; same: the side's medians within {baseline}'s range "
                  f"(widened by 1e-3).")
@@ -290,7 +302,11 @@ def main():
              "cat": Side("wheel, retf concat grad", V1_RECIPE, venv, {"RETF_FUSED_CONCAT_GRAD": "1"}),
              "nocat": Side("wheel, TF's concat grad", V1_RECIPE, venv, {"RETF_FUSED_CONCAT_GRAD": "0"}),
              "split": Side("wheel, Adam split", V1_RECIPE, venv, {"RETF_SPLIT_DENSE_ADAM": "1"}),
-             "nosplit": Side("wheel, Adam one pass", V1_RECIPE, venv, {"RETF_SPLIT_DENSE_ADAM": "0"})}
+             "nosplit": Side("wheel, Adam one pass", V1_RECIPE, venv, {"RETF_SPLIT_DENSE_ADAM": "0"}),
+             "xla115": Side("TF 1.15.5, XLA auto", TF115_RECIPE, None, XLA_AUTO),
+             "xla": Side("wheel, XLA auto", V1_RECIPE, venv, XLA_AUTO),
+             "jit115": Side("TF 1.15.5, jit_scope", TF115_RECIPE, None, args=["--xla-jit-scope"]),
+             "jit": Side("wheel, jit_scope", V1_RECIPE, venv, args=["--xla-jit-scope"])}
     sides = [known[key] for key in side_keys]
     baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}

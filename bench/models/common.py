@@ -97,6 +97,8 @@ def parse_args(description, data_help, batch_size):
     parser.add_argument("--save", help="write a checkpoint (tf.train.Saver) into this folder after --save-at steps")
     parser.add_argument("--save-at", type=int, default=0, help="steps (warm-up included) before --save")
     parser.add_argument("--restore", help="start from the latest checkpoint in this folder, past the batches it saw")
+    parser.add_argument("--xla-jit-scope", action="store_true",
+                        help="build the model inside tf.xla.experimental.jit_scope() (XLA compiles its ops)")
     parser.add_argument("--export", help="after training, write the model into this folder: saved_model/ (inputs: "
                         "serialized tf.Examples; outputs: each task's probability) and request.json")
     return parser.parse_args()
@@ -196,7 +198,11 @@ def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows
         raise SystemExit("no checkpoint in %s" % args.restore)
     seen = tf.train.load_variable(checkpoint, "global_step") if checkpoint else 0
     features, labels = input_fn(args.data, args.batch_size, skip=seen)
-    tasks = task_logits(logits_fn(features), labels)
+    if args.xla_jit_scope:
+        with tf.xla.experimental.jit_scope():
+            tasks = task_logits(logits_fn(features), labels)
+    else:
+        tasks = task_logits(logits_fn(features), labels)
     loss = tf.add_n([tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels[name], logits=logits))
                      for name, logits in tasks.items()])
     opt, implementation = optimizer(args.optimizer, args.learning_rate)
@@ -230,6 +236,7 @@ def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows
         windows = []
         last = first
         start = window_start = time.time()
+        cpu_start = time.process_time()  # every thread of the process: TensorFlow's pools too
         for count in range(1, args.steps + 1):
             last = step()
             if count % WINDOW == 0:
@@ -237,6 +244,7 @@ def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows
                 windows.append(now - window_start)
                 window_start = now
         elapsed = max(time.time() - start, 1e-9)
+        cpu_seconds = time.process_time() - cpu_start
         result = {
             "tensorflow": versions.__version__,  # the build's own (tf.__version__ is 1.15.5 in 1.x API mode)
             "optimizer": implementation,
@@ -246,6 +254,7 @@ def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows
             "steps_per_sec": args.steps / elapsed,
             "best_window_steps_per_sec": WINDOW / min(windows) if windows else args.steps / elapsed,
             "examples_per_sec": args.steps * args.batch_size / elapsed,
+            "cpu_seconds_per_step": cpu_seconds / args.steps,
             "first_loss": float(first),
             "last_loss": float(last),
             "embedding_rows": embedding_rows(),
