@@ -555,7 +555,7 @@ def _read(path):
             if os.path.isfile(os.path.join(path, name)):
                 saved = saved_model_pb2.SavedModel()
                 _parse(os.path.join(path, name), saved, text)
-                return [("meta graph %s" % ",".join(m.meta_info_def.tags) or "untagged", m)
+                return [("meta graph %s" % (",".join(m.meta_info_def.tags) or "untagged"), m)
                         for m in saved.meta_graphs]
         raise CheckError("%s: a folder without saved_model.pb or saved_model.pbtxt; give a SavedModel folder, "
                          "a .meta file or a GraphDef (.pb, .pbtxt)" % path)
@@ -579,8 +579,11 @@ def _read(path):
 
 def _parse(path, proto, text):
     from google.protobuf import message, text_format
-    with open(path, "rb") as source:
-        data = source.read()
+    try:
+        with open(path, "rb") as source:
+            data = source.read()
+    except OSError as error:
+        raise CheckError("%s: cannot be read: %s" % (path, error.strerror or error)) from error
     try:
         if text:
             text_format.Merge(data.decode("utf-8"), proto)
