@@ -663,10 +663,11 @@ CONTRIB_MESSAGE = (
     "tf.contrib is not part of TensorFlow 2.x, which this build is; it provides the parts TF 1.x code uses most: "
     "tf.contrib.layers, .framework, .slim and .metrics (tf_slim), .rnn, .opt's LazyAdam, AdamW, MomentumW and "
     "MovingAverage optimizers, .data, .distribute, .estimator's heads, .summary, .feature_column's sequence columns, "
-    ".tpu (TPUEstimator, with use_tpu=False too), .cluster_resolver, .lookup, .training (HParams), .crf and "
-    ".seq2seq's attention decoders, .learn's ModeKeys. Replacements for the rest: tf.contrib.image "
-    "-> tf.image; tf.contrib.cudnn_rnn -> tf.keras.layers' LSTM and GRU; tf.contrib.learn -> tf.estimator; the "
-    "seq2seq beam search -> TensorFlow Addons' tfa.seq2seq. See TensorFlow's guide on migrating from 1.x.")
+    ".tpu (TPUEstimator, with use_tpu=False too), .cluster_resolver, .lookup, .training (HParams), .crf, "
+    ".seq2seq (attention and beam search), .legacy_seq2seq, .learn's ModeKeys. Replacements for the rest: "
+    "tf.contrib.image -> tf.image; tf.contrib.cudnn_rnn -> tf.keras.layers' LSTM and GRU; tf.contrib.learn -> "
+    "tf.estimator; tf.contrib.gan -> TF-GAN (tensorflow_gan); tf.contrib.signal -> tf.signal. See TensorFlow's "
+    "guide on migrating from 1.x.")
 
 
 class RemovedContrib(object):

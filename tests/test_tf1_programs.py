@@ -283,9 +283,18 @@ def test_bilstm_crf_tagger_trains_decodes_and_resumes_both_ways(tf115, wheel):
 def test_attention_seq2seq_trains_decodes_and_resumes_as_on_tf_1_15(tf115, wheel, mechanism):
     """tf.contrib.seq2seq (written here): AttentionWrapper with Bahdanau or scaled Luong attention, TrainingHelper,
     BasicDecoder, dynamic_decode and sequence_loss train with TF 1.15.5's variable names and losses, and greedy
-    decoding gives the same ids; Bahdanau's checkpoints resume on the other side, both ways."""
+    decoding gives the same ids; BeamSearchDecoder over tile_batch'ed memory (with the length and coverage
+    penalties for Luong) gives the same beams, parents, lengths and scores, its alignment history reordered the same
+    way, and gather_tree answers hand-made beams as TF 1.15's kernel; Bahdanau's checkpoints resume on the other
+    side, both ways."""
     reference, produced = tf115("attention_seq2seq", mechanism), wheel("attention_seq2seq", mechanism)
-    assert_same_training(reference, produced, exact=("variables", "decoded", "decoded_lengths"))
+    assert_same_training(reference, produced, exact=("variables", "decoded", "decoded_lengths", "beam_ids",
+                                                     "beam_parents", "beam_lengths", "gather_tree"))
+    assert produced["beam_scores"] == pytest.approx(reference["beam_scores"], rel=1e-5)
+    assert produced["beam_attended"] == pytest.approx(reference["beam_attended"], abs=1e-5)
+    beams = [{tuple(step[beam] for step in row) for beam in range(3)} for row in produced["beam_ids"]]
+    assert any(len(distinct) > 1 for distinct in beams)  # the beams are not copies of one greedy path
+    assert produced["gather_tree"][2] == [[2, 2, 2]] * 4  # length 0: all end tokens
     assert_same_training({"losses": reference["resumed_losses"]}, {"losses": produced["resumed_losses"]})
     scope = "seq2seq/decoder/attention_wrapper/"
     assert (scope + ("bahdanau_attention/attention_v [16]" if mechanism == "bahdanau" else "luong_attention/attention_g []")

@@ -3,8 +3,9 @@
 
 Provided: sequence_loss, tile_batch, Helper, TrainingHelper, GreedyEmbeddingHelper, SampleEmbeddingHelper, Decoder,
 BasicDecoder, BasicDecoderOutput, dynamic_decode, AttentionMechanism, BahdanauAttention, LuongAttention,
-AttentionWrapper, AttentionWrapperState. BeamSearchDecoder and the monotonic attentions are not: TensorFlow Addons'
-tfa.seq2seq has them."""
+AttentionWrapper, AttentionWrapperState, and the beam search (beam_search.py): BeamSearchDecoder,
+BeamSearchDecoderOutput, BeamSearchDecoderState, FinalBeamSearchDecoderOutput, gather_tree. The monotonic attentions
+and the other helpers are not: TensorFlow Addons' tfa.seq2seq has them."""
 import abc
 import collections
 
@@ -400,12 +401,10 @@ def dynamic_decode(decoder, output_time_major=False, impute_finished=False, maxi
             (next_outputs, decoder_state, next_inputs, decoder_finished) = decoder.step(time, inputs, state)
             if decoder.tracks_own_finished:
                 next_finished = decoder_finished
-                lengths = decoder_finished
             else:
                 next_finished = math_ops.logical_or(decoder_finished, finished)
-                lengths = finished
             next_sequence_lengths = array_ops.where(
-                math_ops.logical_not(lengths), array_ops.fill(array_ops.shape(sequence_lengths), time + 1),
+                math_ops.logical_not(finished), array_ops.fill(array_ops.shape(sequence_lengths), time + 1),
                 sequence_lengths)
             nest.assert_same_structure(state, decoder_state)
             nest.assert_same_structure(outputs_ta, next_outputs)
@@ -802,4 +801,14 @@ class AttentionWrapper(_RNNCell):
         return cell_output, next_state
 
 
-part(__name__, "see TensorFlow Addons' tfa.seq2seq (BeamSearchDecoder, the monotonic attentions)")
+
+# The beam search builds on the decoder and the attention state above.
+from tensorflow.contrib.seq2seq.beam_search import (  # noqa: E402, F401 (the public names of this part)
+    BeamSearchDecoder,
+    BeamSearchDecoderOutput,
+    BeamSearchDecoderState,
+    FinalBeamSearchDecoderOutput,
+    gather_tree,
+)
+
+part(__name__, "see TensorFlow Addons' tfa.seq2seq (the monotonic attentions, the scheduled-sampling helpers)")
