@@ -22,11 +22,12 @@ from retfwheel.native.inspection import (
     inspect_wheel,
     inspection_json,
 )
+from retfwheel.native.tf1 import TF1_FRAMEWORK, tf1_extensions
 from retfwheel.proof.verify import verify_wheel
 from retfwheel.stages.pipeline import BuildResult, build_wheel, lock_wheel
 from retfwheel.stages.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
 from retfwheel.targets.cache import clear, ensure_writable, prune, usage
-from retfwheel.targets.environment import Environment, emulated_command, installed_versions, prepare_environment
+from retfwheel.targets.environment import Environment, emulated_command, installed_distributions, prepare_environment
 from retfwheel.targets.fetch import cache_root, fetch_default_input
 from retfwheel.targets.recipe import builtin_recipes, find_recipe, load_recipe
 
@@ -94,11 +95,26 @@ def inspect(wheel: Path, recipe_path: str | None, as_json: bool) -> None:
     """Show what WHEEL needs from the machine it will run on."""
     recipe = load_recipe(find_recipe(recipe_path)) if recipe_path else None
     inspection = inspect_wheel(wheel, recipe)
-    environment = installed_versions(recipe, cache_root(None)) if recipe and inspection.private_dependencies else None
+    made = installed_distributions(recipe, cache_root(None)) if recipe else None
+    environment = {n: info["version"] for n, info in made[1].items()} if made and inspection.private_dependencies else None
+    tf1_libraries = tf1_extensions(made[1], made[0]) if made else None
     if as_json:
-        click.echo(json.dumps(inspection_json(inspection, environment), indent=2))
+        click.echo(json.dumps(inspection_json(inspection, environment, tf1_libraries), indent=2))
     else:
         _show_inspection(inspection, environment, recipe.name if recipe else None)
+        if tf1_libraries is not None and recipe is not None:
+            _show_tf1_libraries(tf1_libraries, recipe.name)
+
+
+def _show_tf1_libraries(found: dict[str, tuple[str, ...]], recipe: str) -> None:
+    if not found:
+        click.echo(f"\nlibraries built for TF 1.x in {recipe}'s environment: none (no distribution links "
+                   f"{TF1_FRAMEWORK})")
+        return
+    click.echo(f"\nlibraries built for TF 1.x in {recipe}'s environment ({len(found)}; they link {TF1_FRAMEWORK} and "
+               "cannot load into TensorFlow 2.x: install releases built for it, or rebuild them against it):")
+    for owner, files in found.items():
+        click.echo(f"  {owner:<36} {', '.join(files)}")
 
 
 @cli.group(invoke_without_command=True)

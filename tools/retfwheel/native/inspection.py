@@ -150,8 +150,10 @@ def environment_sharing(inspection: Inspection, environment: dict[str, str]) -> 
     return result
 
 
-def inspection_json(inspection: Inspection, environment: dict[str, str] | None = None) -> dict:
-    """The machine-readable form of an Inspection (``--json``); ``environment``: a recipe's installed versions."""
+def inspection_json(inspection: Inspection, environment: dict[str, str] | None = None,
+                    tf1_libraries: dict[str, tuple[str, ...]] | None = None) -> dict:
+    """The machine-readable form of an Inspection (``--json``); ``environment``: a recipe's installed versions;
+    ``tf1_libraries``: its distributions' libraries built for TF 1.x."""
     wheel = inspection.wheel
     verdicts = {v.path: v for v in inspection.verdicts or ()}
     return {
@@ -173,6 +175,7 @@ def inspection_json(inspection: Inspection, environment: dict[str, str] | None =
         "manylinux": [inspection.policy.name, *inspection.policy.aliases] if inspection.policy else None,
         "processed_by_retfwheel": inspection.processed,
         "sbom": list(inspection.sbom),
+        "environment_tf1_libraries": None if tf1_libraries is None else {k: list(v) for k, v in tf1_libraries.items()},
         "private_dependencies": [
             dict(d, correction=correction_reason(d["name"], d["range"]), **({"environment": s["environment"], "serves": s["serves"]}
                                                                             if environment is not None else {}))

@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from retfwheel.errors import InputFileError
 from retfwheel.native.elf import read_elf
+from retfwheel.native.tf1 import needed_libraries, tf1_extensions
 from retfwheel.process import last_json, last_line
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
 from retfwheel.stages.injection import API_BEGIN
@@ -183,6 +184,7 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
         checks.append(_imports_before(env, first_imports(modules, cxx_extension_modules(before, name, env.venv)),
                                       progress))
         checks.append(_imports_after(env, modules, progress))
+        checks.append(_tf1_extensions_check(env, tf1_extensions(before, env.venv), progress))
     for script in scripts:
         progress(f"running {script}")
         ran = _python(env, [str(Path(script).resolve())], emulate=True)
@@ -257,12 +259,7 @@ def cxx_extension_modules(snapshot: dict, replaced: str, prefix: Path) -> dict[s
         if dist == replaced:
             continue
         for path in sorted(p for p in info["files"] if "site-packages/" in p and p.endswith(".so")):
-            try:
-                with open(prefix / path, "rb") as stream:  # read lazily: read_elf needs the head and dynamic segment
-                    chunks = iter(lambda: stream.read(1 << 16), b"")
-                    needed = read_elf(path, MemberView(chunks, os.fstat(stream.fileno()).st_size)).needed
-            except (OSError, ValueError):
-                continue
+            needed = needed_libraries(prefix / path)
             module = path.split("site-packages/", 1)[1][: -len(".so")].split(".", 1)[0].replace("/", ".")
             if all(part.isidentifier() for part in module.split(".")) and any(n.startswith("libstdc++.so") for n in needed):
                 found[module] = dist
@@ -344,6 +341,26 @@ def _imports_after(env: Environment, modules: dict[str, str], progress: Progress
                  f"{private[name]['range'] or 'any'})" for name in sorted(served)]
     return Check("imported after tensorflow", "pass",
                  f"{len(shared)} of {len(modules)} modules are the environment's own; private: {', '.join(described) or 'none'}")
+
+
+_LOAD_LIBRARY = "import sys, tensorflow as tf; tf.load_op_library(sys.argv[1])"
+
+
+def _tf1_extensions_check(env: Environment, extensions: dict[str, tuple[str, ...]], progress: Progress) -> Check:
+    """The environment's libraries built for TF 1.x: listed, and loading each says what it is and what to do."""
+    if not extensions:
+        return Check("libraries built for TF 1.x", "pass", "none of the environment's distributions links "
+                     "libtensorflow_framework.so.1")
+    explained = []
+    for owner, files in extensions.items():
+        progress(f"loading {files[0]} of {owner}, built for TF 1.x")
+        ran = _python(env, ["-c", _LOAD_LIBRARY, str(env.venv / files[0])], emulate=True)
+        explained.append(ran.returncode != 0 and owner in ran.stderr and "was built for TensorFlow 1.x" in ran.stderr)
+    listing = "; ".join(f"{owner} ({', '.join(files)})" for owner, files in extensions.items())
+    return _status("libraries built for TF 1.x", all(explained),
+                   f"{len(extensions)} cannot load into TF 2.x: {listing}; "
+                   + ("loading one names it and the fix" if all(explained) else
+                      f"loading {sum(not e for e in explained)} of them does not say why"))
 
 
 def _has_v1_api(wheel) -> bool:

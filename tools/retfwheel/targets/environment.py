@@ -96,8 +96,9 @@ def _environment_folder(recipe: Recipe, cache: Path, interpreter: Path) -> Path:
     return entry_path(cache, "environments", f"{recipe.name}-{key}")
 
 
-def installed_versions(recipe: Recipe, cache: Path) -> dict[str, str] | None:
-    """{canonical name: version} of the recipe's environment if it has been made (None if not): read, never made."""
+def installed_distributions(recipe: Recipe, cache: Path) -> tuple[Path, dict[str, dict]] | None:
+    """(its folder, {canonical name: {"version", "files"}}) of the recipe's environment if it has been made (None
+    if not): read, never made. The files are those its RECORDs list, relative to the folder."""
     if recipe.environment is None:
         return None
     try:
@@ -106,12 +107,24 @@ def installed_versions(recipe: Recipe, cache: Path) -> dict[str, str] | None:
         return None
     if check(folder, "environments") is not None:
         return None
-    versions: dict[str, str] = {}
+    found: dict[str, dict] = {}
     for info in sorted(folder.glob("lib/python*/site-packages/*.dist-info")) + sorted(folder.glob("lib/python*/site-packages/*.egg-info")):
         stem = info.name.rsplit(".", 1)[0]
         name, _, version = stem.partition("-")
-        versions.setdefault(str(canonicalize_name(name)), version.split("-py", 1)[0])
-    return versions
+        found.setdefault(str(canonicalize_name(name)), {"version": version.split("-py", 1)[0],
+                                                        "files": _listed_files(info, folder)})
+    return folder, found
+
+
+def _listed_files(info: Path, folder: Path) -> list[str]:
+    record, listing = info / "RECORD", info / "installed-files.txt"
+    if record.is_file():
+        base, lines = info.parent, [line.rsplit(",", 2)[0].strip('"') for line in record.read_text().splitlines()]
+    elif listing.is_file():
+        base, lines = info, listing.read_text().splitlines()
+    else:
+        return []
+    return [os.path.relpath(os.path.normpath(base / line.strip()), folder) for line in lines if line.strip()]
 
 
 def system_runtime_path() -> Path:
