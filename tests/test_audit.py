@@ -10,9 +10,9 @@ from retfwheel.stages.audit import audit_wheel
 from retfwheel.stages.finish import finish
 from retfwheel.stages.materialize import StepResults
 from retfwheel.stages.pipeline import output_elves
-from retfwheel.stages.plan import NewMember, make_plan
+from retfwheel.stages.plan import make_plan
 from retfwheel.targets.recipe import load_recipe
-from retfwheel.wheelfile.writer import DEFAULT_EPOCH, write_wheel
+from retfwheel.wheelfile.writer import DEFAULT_EPOCH, NewMember, write_wheel
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from retfwheel.stages.bootstrap_config import SCHEMA
-from retfwheel.stages.injection import bootstrap_block, inject
 from retfwheel.stages.sharing import metadata_folder
+from retfwheel.wheelfile.injection import bootstrap_block, inject
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")

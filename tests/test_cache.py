@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from retfwheel.targets.cache import (
+from retfwheel.cache import (
     KINDS,
     NESTED,
     SCHEMA,
@@ -181,7 +181,7 @@ def test_the_lock_nests_within_one_process(tmp_path):
     entry = tmp_path / "environments" / "emulated-py36"
     holder = subprocess.run([sys.executable, "-c", f"""
 from pathlib import Path
-from retfwheel.targets.cache import entry_lock
+from retfwheel.cache import entry_lock
 with entry_lock(Path({str(entry)!r})):
     with entry_lock(Path({str(entry)!r})):
         print("nested")
@@ -195,7 +195,7 @@ def test_a_second_process_waits_for_the_entry_it_would_make(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
 from pathlib import Path
-from retfwheel.targets.cache import entry_lock
+from retfwheel.cache import entry_lock
 with entry_lock(Path({str(entry)!r})):
     print("held", flush=True)
     time.sleep(1.5)
@@ -226,7 +226,7 @@ def test_two_processes_making_the_same_venv_both_get_it(python36, tmp_path):
 def _fake_cache(root):
     import os
 
-    from retfwheel.targets.cache import MARKER, STAGING_AGE
+    from retfwheel.cache import MARKER, STAGING_AGE
 
     (root / MARKER).write_text("")
     (root / "inputs" / "k1").mkdir(parents=True)
@@ -247,7 +247,7 @@ def _fake_cache(root):
 
 
 def test_prune_removes_half_made_and_damaged_entries_only(tmp_path):
-    from retfwheel.targets.cache import prune
+    from retfwheel.cache import prune
 
     _fake_cache(tmp_path)
     removed = {p.relative_to(tmp_path).as_posix() for p in prune(tmp_path)}
@@ -277,8 +277,8 @@ def test_prune_and_clear_refuse_a_folder_that_is_not_a_cache(cli, tmp_path):
 
 
 def test_a_damaged_or_legacy_scan_is_redone_and_the_wheel_is_the_same(tf_wheel, recipe, tmp_path):
+    from retfwheel.cache import entries
     from retfwheel.stages.pipeline import build_wheel
-    from retfwheel.targets.cache import entries
     from retfwheel.targets.recipe import load_recipe
 
     source = tf_wheel()
@@ -321,7 +321,7 @@ BUILD_TIMEOUT = 900
 def _cold_cache(real_wheel, folder):
     """A new cache holding only the default input, published as `retfwheel build` would have."""
     from conftest import RECIPES
-    from retfwheel.targets.cache import MARKER
+    from retfwheel.cache import MARKER
     from retfwheel.targets.fetch import input_entry
     from retfwheel.targets.recipe import load_recipe
 
@@ -383,7 +383,7 @@ def test_two_cold_builds_on_one_empty_cache_both_succeed_with_the_same_bytes(col
 
 @pytest.mark.slow
 def test_a_byte_flipped_in_each_kind_of_entry_a_build_uses_is_made_again_and_the_wheel_is_the_same(cold_pair, tmp_path):
-    from retfwheel.targets.cache import entries
+    from retfwheel.cache import entries
 
     cache, runs, wheels = cold_pair
     assert [code for code, _ in runs] == [0, 0]
@@ -456,7 +456,7 @@ def test_a_cold_build_killed_in_each_phase_leaves_no_wheel_and_the_next_gives_th
 @pytest.mark.slow
 def test_a_damaged_environment_its_system_libstdcxx_and_debian_package_are_made_again(make_recipe, python36, tmp_path):
     """The emulated environment's entries: the pinned Debian package, the old libstdc++ taken from it, the venv."""
-    from retfwheel.targets.cache import entries
+    from retfwheel.cache import entries
     from retfwheel.targets.environment import prepare_environment
     from retfwheel.targets.recipe import load_recipe
 

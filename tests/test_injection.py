@@ -2,7 +2,7 @@ import ast
 
 import pytest
 
-from retfwheel.stages.injection import BEGIN, END, InjectionError, bootstrap_block, inject
+from retfwheel.wheelfile.injection import BEGIN, END, InjectionError, bootstrap_block, inject
 
 TF_HEAD = b'''# Copyright 2015 The TensorFlow Authors. All Rights Reserved.
 # ==============================================================================
@@ -75,7 +75,7 @@ def test_block_runs_once_and_leaves_no_name_behind():
 
 
 def test_finishing_blocks_go_last_in_order_and_only_once():
-    from retfwheel.stages.injection import API_BEGIN, OPS_BEGIN, api_block, append, ops_block
+    from retfwheel.wheelfile.injection import API_BEGIN, OPS_BEGIN, api_block, append, ops_block
 
     patched = inject(TF_HEAD, BLOCK, "tensorflow/__init__.py")
     patched = append(patched, ops_block("tensorflow._retf_bootstrap", {"library": "retf/_retf_ops.so"}), "init")
@@ -89,7 +89,7 @@ def test_finishing_blocks_go_last_in_order_and_only_once():
 
 
 def test_finishing_block_settings_are_a_python_literal():
-    from retfwheel.stages.injection import api_block
+    from retfwheel.wheelfile.injection import api_block
 
     block = api_block("json", {"v1_sparse_adam": "fused", "v1_fused_sparse": 1, "label": "tensorflow 2.6.2"})
     calls = []

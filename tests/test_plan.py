@@ -5,8 +5,9 @@ import pytest
 from factory import make_wheel, tensorflow_files
 from retfwheel.errors import TargetMismatchError, WheelFormatError
 from retfwheel.native.inspection import inspect_wheel
-from retfwheel.stages.plan import InjectBootstrap, NewMember, make_plan
+from retfwheel.stages.plan import InjectBootstrap, make_plan
 from retfwheel.targets.recipe import load_recipe
+from retfwheel.wheelfile.writer import NewMember
 
 
 def plan_for(path, recipe_path):

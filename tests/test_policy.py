@@ -1,5 +1,6 @@
+from retfwheel.manylinux import installable_platforms, load_policies
 from retfwheel.native.elf import ElfInfo
-from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
+from retfwheel.native.policy import lowest_policy
 
 
 def elf(versions, needed=("libc.so.6",)):

@@ -10,7 +10,6 @@ import pytest
 
 from factory import make_wheel, tensorflow_files
 from retfwheel.errors import AuditError, FetchError, RecipeError
-from retfwheel.stages.injection import injected_config
 from retfwheel.stages.pipeline import build_wheel
 from retfwheel.targets.lock import (
     Lock,
@@ -23,6 +22,7 @@ from retfwheel.targets.lock import (
     wheel_scripts,
 )
 from retfwheel.targets.recipe import load_recipe
+from retfwheel.wheelfile.injection import injected_config
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import read_wheel
 
@@ -58,7 +58,7 @@ def dep_wheel(tmp_path):
 
 
 def seed(cache, wheel):
-    from retfwheel.targets.cache import entry_path, publish_file
+    from retfwheel.cache import entry_path, publish_file
 
     publish_file(entry_path(cache, "files", file_sha256(wheel), wheel.name), "files", wheel.read_bytes())
 
@@ -226,7 +226,7 @@ def test_audit_refuses_a_runtime_that_cannot_serve(vendoring, tmp_path, libs, co
 
 
 def test_a_damaged_lock_in_the_cache_is_removed_and_the_build_asks_for_a_new_one(vendoring, tmp_path):
-    from retfwheel.targets.cache import check, entry_path, publish_file
+    from retfwheel.cache import check, entry_path, publish_file
 
     source, recipe_path, cache = vendoring()
     beside = lock_of(recipe_path)

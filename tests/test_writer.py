@@ -4,11 +4,11 @@ import dataclasses
 import zipfile
 
 from retfwheel.native.inspection import inspect_wheel
-from retfwheel.stages.plan import CopyMember, NewMember, make_plan
+from retfwheel.stages.plan import make_plan
 from retfwheel.targets.recipe import load_recipe
 from retfwheel.wheelfile.record import hash_bytes, parse_record
 from retfwheel.wheelfile.wheel import read_wheel
-from retfwheel.wheelfile.writer import DEFAULT_EPOCH, write_wheel
+from retfwheel.wheelfile.writer import DEFAULT_EPOCH, CopyMember, NewMember, write_wheel
 
 
 def planned(path, recipe_path):

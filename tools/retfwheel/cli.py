@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from retfwheel import __version__
+from retfwheel.cache import clear, ensure_writable, prune, usage
 from retfwheel.errors import InputFileError, RetfError, VerificationFailed
 from retfwheel.native.elf import FAMILIES, format_version
 from retfwheel.native.inspection import (
@@ -26,7 +27,6 @@ from retfwheel.native.tf1 import TF1_FRAMEWORK, tf1_extensions
 from retfwheel.proof.verify import verify_wheel
 from retfwheel.stages.pipeline import BuildResult, build_wheel, lock_wheel
 from retfwheel.stages.plan import BuildOps, InjectBootstrap, VendorDependencies, VendorRuntime
-from retfwheel.targets.cache import clear, ensure_writable, prune, usage
 from retfwheel.targets.environment import Environment, emulated_command, installed_distributions, prepare_environment
 from retfwheel.targets.fetch import cache_root, fetch_default_input
 from retfwheel.targets.recipe import builtin_recipes, find_recipe, load_recipe

@@ -11,14 +11,15 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from retfwheel.errors import TargetMismatchError
+from retfwheel.manylinux import Policy
 from retfwheel.native.elf import ElfInfo, majority_abi
-from retfwheel.native.policy import Policy, lowest_policy
+from retfwheel.native.policy import lowest_policy
 from retfwheel.native.scan import is_framework_library, scan_wheel
 from retfwheel.native.verdict import Verdict, bundled_libraries, judge_elf
-from retfwheel.stages.injection import injected_config
 from retfwheel.targets.corrections import CORRECTIONS
 from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import read_content
+from retfwheel.wheelfile.injection import injected_config
 from retfwheel.wheelfile.wheel import WheelInfo, read_wheel
 
 JSON_VERSION = 1

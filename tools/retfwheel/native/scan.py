@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from retfwheel.cache import entry_lock, entry_path, publish_file, usable
 from retfwheel.errors import RecordError, WheelFormatError
 from retfwheel.native.elf import ElfInfo, is_elf, read_elf
-from retfwheel.targets.cache import entry_lock, entry_path, publish_file, usable
 from retfwheel.wheelfile.archive import Member, MemberView, iter_content, open_archive_file, read_prefix
 from retfwheel.wheelfile.record import encode_digest, new_hasher
 from retfwheel.wheelfile.wheel import WheelInfo

@@ -17,18 +17,18 @@ from typing import Callable
 
 from packaging.utils import canonicalize_name
 
+from retfwheel.cache import entry_lock, entry_path, publish_file, usable
 from retfwheel.errors import InputFileError
 from retfwheel.native.elf import read_elf
 from retfwheel.native.tf1 import needed_libraries, tf1_extensions
 from retfwheel.process import last_json, last_line
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
-from retfwheel.stages.injection import API_BEGIN
 from retfwheel.stages.plan import RUNTIME_DIR, TF115_CHECK_SCRIPT
 from retfwheel.stages.sharing import importable_names
-from retfwheel.targets.cache import entry_lock, entry_path, publish_file, usable
 from retfwheel.targets.environment import Environment, emulated_command, prepare_environment
 from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import MemberView, read_content
+from retfwheel.wheelfile.injection import API_BEGIN
 from retfwheel.wheelfile.wheel import read_wheel
 
 Progress = Callable[[str], None]

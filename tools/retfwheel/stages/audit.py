@@ -10,19 +10,20 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 
 from retfwheel.errors import AuditError, RetfError
+from retfwheel.manylinux import load_policies
 from retfwheel.native.elf import ElfInfo, format_version
-from retfwheel.native.policy import load_policies, violations
+from retfwheel.native.policy import violations
 from retfwheel.native.verdict import Fit, bundled_libraries, judge_elf
-from retfwheel.stages.injection import BEGIN, END
 from retfwheel.stages.oplib import OPS_LIBRARY
-from retfwheel.stages.plan import BOOTSTRAP_MODULE, DEPS_DIR, PACKAGE, RUNTIME_DIR, BuildPlan, CopyMember, NewMember
+from retfwheel.stages.plan import BOOTSTRAP_MODULE, DEPS_DIR, PACKAGE, RUNTIME_DIR, BuildPlan
 from retfwheel.stages.sbom import SBOM_NAME, check_sbom, read_sbom
 from retfwheel.stages.sharing import PRIVATE_METADATA_SUFFIX
 from retfwheel.targets.recipe import Recipe, Target
 from retfwheel.wheelfile.archive import read_content
+from retfwheel.wheelfile.injection import BEGIN, END
 from retfwheel.wheelfile.record import hash_bytes
 from retfwheel.wheelfile.wheel import PROVENANCE_FILE, read_wheel
-from retfwheel.wheelfile.writer import WrittenWheel, member_order
+from retfwheel.wheelfile.writer import CopyMember, NewMember, WrittenWheel, member_order
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from retfwheel.errors import RecipeError, WheelFormatError
 from retfwheel.native.elf import ElfInfo
 from retfwheel.stages.audit import refuse_newer_glibc
 from retfwheel.stages.bootstrap_config import BootstrapConfig, Distribution, check_bootstrap_schema
-from retfwheel.stages.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
 from retfwheel.stages.materialize import StepResults, VendoredResult
 from retfwheel.stages.oplib import OPS_LIBRARY
 from retfwheel.stages.plan import (
@@ -42,6 +41,7 @@ from retfwheel.stages.plan import (
 from retfwheel.stages.sbom import SBOM_NAME, Part, make_sbom, pypi_purl
 from retfwheel.stages.sharing import LAZY, metadata_folder
 from retfwheel.targets.recipe import Recipe
+from retfwheel.wheelfile.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
 
 
 def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: tuple[ElfInfo, ...],

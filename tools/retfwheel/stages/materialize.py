@@ -30,10 +30,10 @@ from retfwheel.stages.plan import (
     VendorDependencies,
     VendorRuntime,
 )
-from retfwheel.stages.runtime import obtain_runtime
 from retfwheel.stages.sharing import NOT_SERVED, Dependency, Share, importable_names, metadata_folder, sharing_table
 from retfwheel.targets.lock import fetch_locked
 from retfwheel.targets.recipe import Recipe
+from retfwheel.targets.runtime import obtain_runtime
 from retfwheel.wheelfile.archive import Archive, MemberView, read_content
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.wheel import console_scripts, read_wheel

@@ -19,10 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.errors import InputFileError, OpBuildError
-from retfwheel.native.elf import majority_abi
-from retfwheel.stages.runtime import debian_mirror
-from retfwheel.targets.cache import (
+from retfwheel.cache import (
     entry_lock,
     entry_path,
     publish_file,
@@ -32,6 +29,9 @@ from retfwheel.targets.cache import (
     usable,
     work_folder,
 )
+from retfwheel.errors import InputFileError, OpBuildError
+from retfwheel.native.elf import majority_abi
+from retfwheel.targets.runtime import debian_mirror
 from retfwheel.wheelfile.archive import Archive, iter_content, open_archive_file, read_content
 
 Progress = Callable[[str], None]

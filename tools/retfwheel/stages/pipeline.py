@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from retfwheel import __version__
+from retfwheel.cache import ensure_writable, entry_lock, entry_path, publish_file, usable
 from retfwheel.errors import InputFileError, OutputError, RecipeError
 from retfwheel.native.elf import ElfInfo
 from retfwheel.native.inspection import Inspection, analyse
@@ -17,8 +18,7 @@ from retfwheel.stages.audit import AuditReport, audit_wheel
 from retfwheel.stages.finish import finish
 from retfwheel.stages.materialize import materialize
 from retfwheel.stages.oplib import derive_flags
-from retfwheel.stages.plan import BuildPlan, CopyMember, make_plan
-from retfwheel.targets.cache import ensure_writable, entry_lock, entry_path, publish_file, usable
+from retfwheel.stages.plan import BuildPlan, make_plan
 from retfwheel.targets.fetch import cache_root
 from retfwheel.targets.interpreter import find_python, pip_venv
 from retfwheel.targets.lock import (
@@ -36,7 +36,7 @@ from retfwheel.targets.recipe import Recipe, is_builtin
 from retfwheel.wheelfile.record import file_sha256
 from retfwheel.wheelfile.staging import remove_stale, staging_folder
 from retfwheel.wheelfile.wheel import read_wheel
-from retfwheel.wheelfile.writer import build_epoch, write_wheel
+from retfwheel.wheelfile.writer import CopyMember, build_epoch, write_wheel
 
 Progress = Callable[[str], None]
 

@@ -19,17 +19,18 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from retfwheel.errors import AlreadyProcessedError, RecipeError, TargetMismatchError, WheelFormatError
+from retfwheel.manylinux import installable_platforms, load_policies
 from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.inspection import Inspection, require_tensorflow
-from retfwheel.native.policy import installable_platforms, load_policies, lowest_policy
+from retfwheel.native.policy import lowest_policy
 from retfwheel.native.verdict import Fit, bundled_libraries
-from retfwheel.stages.injection import InjectionError, bootstrap_block, inject
 from retfwheel.stages.oplib import OPS_LIBRARY, OpFlags
 from retfwheel.targets.lock import Lock, locked_scripts, vendored_requirements
 from retfwheel.targets.recipe import Recipe, RuntimeSpec, Target
-from retfwheel.wheelfile.archive import Archive, Member
+from retfwheel.wheelfile.injection import InjectionError, bootstrap_block, inject
 from retfwheel.wheelfile.metadata import rewrite_headers
 from retfwheel.wheelfile.wheel import PROVENANCE_FILE, WheelInfo
+from retfwheel.wheelfile.writer import CopyMember, NewMember
 
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 PACKAGE = "tensorflow"
@@ -43,29 +44,6 @@ TF115_OPS_FILE = f"{PACKAGE}/_retf_tf115_ops.json"
 TF115_CHECK_SCRIPT = "retf-tf115-check"
 RUNTIME_DIR = f"{PACKAGE}.libs"  # auditwheel's <package>.libs convention
 DEPS_DIR = f"{PACKAGE}.deps"
-
-
-@dataclass(frozen=True)
-class CopyMember:
-    """A member of an existing wheel written unchanged (its compressed bytes copied), maybe renamed."""
-
-    name: str
-    source: Member
-    hash: str  # the RECORD hash the read stage verified against the member's bytes
-    archive: Archive
-
-    @property
-    def executable(self) -> bool:
-        return self.source.executable
-
-
-@dataclass(frozen=True)
-class NewMember:
-    """A member whose bytes the build produces."""
-
-    name: str
-    data: bytes
-    executable: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from typing import Callable
 
 from packaging.utils import canonicalize_name
 
+from retfwheel.cache import check, entry_lock, entry_path, publish_file, seal, usable
 from retfwheel.errors import EmulationError, FetchError, InputFileError, RecipeError
 from retfwheel.process import last_line
-from retfwheel.stages.runtime import obtain_runtime
-from retfwheel.targets.cache import check, entry_lock, entry_path, publish_file, seal, usable
 from retfwheel.targets.interpreter import VENV_TOOLS, find_python, make_venv
 from retfwheel.targets.recipe import Recipe
+from retfwheel.targets.runtime import obtain_runtime
 
 Progress = Callable[[str], None]
 

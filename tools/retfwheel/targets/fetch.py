@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from retfwheel.cache import entry_lock, entry_path, publish_folder, scratch_path, usable
 from retfwheel.errors import FetchError
-from retfwheel.native.policy import installable_platforms
+from retfwheel.manylinux import installable_platforms
 from retfwheel.process import last_line
-from retfwheel.targets.cache import entry_lock, entry_path, publish_folder, scratch_path, usable
 from retfwheel.targets.recipe import Recipe
 
 Progress = Callable[[str], None]

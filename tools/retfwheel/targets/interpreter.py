@@ -7,9 +7,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from retfwheel.cache import Progress, entry_lock, seal, usable
 from retfwheel.errors import FetchError, InputFileError
 from retfwheel.process import last_line
-from retfwheel.targets.cache import Progress, entry_lock, seal, usable
 
 
 def env_variable(version: tuple[int, int]) -> str:

@@ -22,9 +22,7 @@ from typing import Callable
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
-from retfwheel.errors import FetchError, RecipeError
-from retfwheel.process import last_line
-from retfwheel.targets.cache import (
+from retfwheel.cache import (
     entry_lock,
     entry_path,
     publish_file,
@@ -33,6 +31,8 @@ from retfwheel.targets.cache import (
     usable,
     work_folder,
 )
+from retfwheel.errors import FetchError, RecipeError
+from retfwheel.process import last_line
 from retfwheel.targets.corrections import Correction, correction_for
 from retfwheel.targets.fetch import pip_target_options
 from retfwheel.targets.recipe import Recipe, tomllib

@@ -13,11 +13,10 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol, Sequence
 
 from retfwheel.errors import OutputError
-from retfwheel.stages.plan import BuildPlan, CopyMember
-from retfwheel.wheelfile.archive import Archive, iter_raw, open_archive_file
+from retfwheel.wheelfile.archive import Archive, Member, iter_raw, open_archive_file
 from retfwheel.wheelfile.record import RecordEntry, entry_for, format_record
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip can hold
@@ -25,6 +24,42 @@ _LOCAL = struct.Struct("<4s5H3L2H")
 _CENTRAL = struct.Struct("<4s6H3L5H2L")
 _END = struct.Struct("<4s4H2LH")
 _LIMIT = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class CopyMember:
+    """A member of an existing wheel written unchanged (its compressed bytes copied), maybe renamed."""
+
+    name: str
+    source: Member
+    hash: str  # the RECORD hash the read stage verified against the member's bytes
+    archive: Archive
+
+    @property
+    def executable(self) -> bool:
+        return self.source.executable
+
+
+@dataclass(frozen=True)
+class NewMember:
+    """A member whose bytes the build produces."""
+
+    name: str
+    data: bytes
+    executable: bool = False
+
+
+class WheelContents(Protocol):
+    """What the writer writes: every member but RECORD, the .dist-info folder, and RECORD's path (a BuildPlan)."""
+
+    @property
+    def members(self) -> Sequence[CopyMember | NewMember]: ...
+
+    @property
+    def dist_info(self) -> str: ...
+
+    @property
+    def record_path(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +87,7 @@ def member_order(name: str, dist_info: str) -> tuple[int, str]:
     return (1 if name.startswith(f"{dist_info}/") else 0, name)
 
 
-def write_wheel(plan: BuildPlan, dest: Path, epoch: int) -> WrittenWheel:
+def write_wheel(plan: WheelContents, dest: Path, epoch: int) -> WrittenWheel:
     """Write ``plan`` to ``dest`` (which must not be the final name; the caller renames)."""
     members = sorted(plan.members, key=lambda m: member_order(m.name, plan.dist_info))
     date_time = _dos_time(epoch)

@@ -10,9 +10,9 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+from retfwheel.cache import Progress, entry_lock, entry_path, publish_file, usable, work_folder
 from retfwheel.errors import FetchError, InputFileError
 from retfwheel.process import last_line
-from retfwheel.targets.cache import Progress, entry_lock, entry_path, publish_file, usable, work_folder
 from retfwheel.targets.recipe import RuntimeSpec
 from retfwheel.wheelfile.record import file_sha256
 
