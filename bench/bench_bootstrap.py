@@ -23,10 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
-from retfwheel.wheelfile.injection import BEGIN, OPS_BEGIN  # noqa: E402
 from retfwheel.targets.environment import emulated_command, prepare_environment  # noqa: E402
 from retfwheel.targets.fetch import cache_root  # noqa: E402
 from retfwheel.targets.recipe import load_recipe  # noqa: E402
+from retfwheel.wheelfile.injection import BEGIN, OPS_BEGIN  # noqa: E402
 
 TIMER = """
 import importlib.util, json, sys, time
