@@ -294,7 +294,7 @@ def test_attention_seq2seq_trains_decodes_and_resumes_as_on_tf_1_15(tf115, wheel
     assert produced["beam_attended"] == pytest.approx(reference["beam_attended"], abs=1e-5)
     beams = [{tuple(step[beam] for step in row) for beam in range(3)} for row in produced["beam_ids"]]
     assert any(len(distinct) > 1 for distinct in beams)  # the beams are not copies of one greedy path
-    assert produced["gather_tree"][2] == [[2, 2, 2]] * 4  # length 0: all end tokens
+    assert [step[2] for step in produced["gather_tree"]] == [[2, 2, 2]] * 5  # the entry of length 0: end tokens
     assert_same_training({"losses": reference["resumed_losses"]}, {"losses": produced["resumed_losses"]})
     scope = "seq2seq/decoder/attention_wrapper/"
     assert (scope + ("bahdanau_attention/attention_v [16]" if mechanism == "bahdanau" else "luong_attention/attention_g []")
@@ -306,6 +306,39 @@ def test_attention_seq2seq_trains_decodes_and_resumes_as_on_tf_1_15(tf115, wheel
         back = tf115("attention_seq2seq", mechanism, str(wheel.work_dir("attention_seq2seq", mechanism)))
         for resumed, writer in ((forward, reference), (back, produced)):
             assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
+
+
+def test_legacy_seq2seq_trains_decodes_and_resumes_both_ways(tf115, wheel):
+    """tf.contrib.legacy_seq2seq (written here): the translate tutorial's bucketed embedding_attention_seq2seq (output
+    projection, sampled softmax, greedy decoding), char-rnn's rnn_decoder and sequence_loss_by_example, and every
+    other function, feed_previous a tensor too, make TF 1.15.5's variables, losses and ids; each side's checkpoint
+    resumes on the other."""
+    reference, produced = tf115("legacy_seq2seq"), wheel("legacy_seq2seq")
+    assert_same_training(reference, produced, exact=("variables", "decoded", "sampled", "others_decoded"))
+    for key in ("lm_losses", "resumed_losses", "resumed_lm_losses"):
+        assert_same_training({"losses": reference[key]}, {"losses": produced[key]})
+    for key in ("greedy_losses", "others", "others_teacher_forced", "others_fed_back"):
+        assert produced[key] == pytest.approx(reference[key], rel=1e-5), key
+    for key in ("others_logits", "others_fed_back_logits"):  # near-uniform at the initial values: losses say little
+        for name, logits in reference[key].items():
+            assert produced[key][name] == pytest.approx(logits, abs=1e-5), (key, name)
+    # feed_previous as a tensor: False computes what the Python bool does, True feeds the decoder its own argmax
+    forced = produced["others_teacher_forced"]
+    assert forced == pytest.approx({name: produced["others"][name] for name in forced}, rel=1e-6)
+    assert all(produced["others_fed_back"][name] != loss for name, loss in forced.items())
+    attention = "translate/embedding_attention_seq2seq/embedding_attention_decoder/attention_decoder/"
+    for name in (attention + "AttnW_0 [1, 1, 16, 16]", attention + "AttnV_0 [16]",
+                 attention + "Attention_0/kernel [32, 16]", attention + "AttnOutputProjection/kernel [32, 16]",
+                 "translate/embedding_attention_seq2seq/rnn/embedding_wrapper/embedding [14, 16]",
+                 "others/attention_decoder/AttnW_1 [1, 1, 8, 8]",
+                 "others/one2many_rnn_seq2seq/one2many_decoder_b/embedding_rnn_decoder/rnn_decoder/"
+                 "output_projection_wrapper/kernel [8, 8]"):
+        assert name in produced["variables"]
+    forward = wheel("legacy_seq2seq", str(tf115.work_dir("legacy_seq2seq")))
+    back = tf115("legacy_seq2seq", str(wheel.work_dir("legacy_seq2seq")))
+    for resumed, writer in ((forward, reference), (back, produced)):
+        for key in ("resumed_losses", "resumed_lm_losses"):
+            assert_same_training({"losses": writer[key]}, {"losses": resumed[key]})
 
 
 # --- bench/models: the Criteo model programs ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import types
 from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
 
 PROVIDED = ("cluster_resolver", "crf", "data", "distribute", "estimator", "feature_column", "framework", "layers", "learn",
-            "lookup", "metrics", "opt", "rnn", "seq2seq", "slim", "summary", "tpu", "training")
+            "legacy_seq2seq", "lookup", "metrics", "opt", "rnn", "seq2seq", "slim", "summary", "tpu", "training")
 
 
 class _Contrib(types.ModuleType):

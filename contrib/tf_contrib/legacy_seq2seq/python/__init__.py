@@ -1,0 +1,1 @@
+"""tensorflow.contrib.legacy_seq2seq.python (module path kept for TF 1.x imports)."""
