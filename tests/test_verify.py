@@ -1,3 +1,5 @@
+import subprocess
+
 import pytest
 
 from retfwheel.errors import InputFileError
@@ -83,3 +85,27 @@ def test_a_package_with_a_cxx_extension_is_imported_first_by_that_extension():
     extensions = {"pandas._libs.window.aggregations": "pandas", "matplotlib._contour": "matplotlib"}
     assert first_imports(modules, extensions) == {"matplotlib._contour": "matplotlib", "pandas._libs.window.aggregations":
                                                   "pandas", "pylab": "matplotlib", "six": "six"}
+
+
+@pytest.mark.parametrize(("stderr", "status"), [
+    ("NotFoundError: libtensorflow_framework.so.1: cannot open shared object file\nretf: /e/lib/x.so (Py_Op 0.1) was "
+     "built for TensorFlow 1.x: ...", "pass"),
+    ("NotFoundError: libtensorflow_framework.so.1: cannot open shared object file", "FAIL"),
+])
+def test_a_library_built_for_tf_1_is_listed_and_passes_only_when_loading_it_names_it(monkeypatch, stderr, status):
+    from pathlib import Path
+
+    from retfwheel.proof import verify
+
+    monkeypatch.setattr(verify, "_python", lambda env, arguments, emulate=False: subprocess.CompletedProcess(
+        arguments, 1, "", stderr))
+    env = type("Env", (), {"venv": Path("/e")})()
+    check = verify._tf1_extensions_check(env, {"py-op 0.1": ("lib/x.so",)}, lambda message: None)
+    assert check.status == status and "1 cannot load into TF 2.x: py-op 0.1 (lib/x.so)" in check.detail
+
+
+def test_no_library_built_for_tf_1_passes_saying_so():
+    from retfwheel.proof.verify import _tf1_extensions_check
+
+    check = _tf1_extensions_check(None, {}, lambda message: None)
+    assert check.status == "pass" and "none of the environment's distributions" in check.detail

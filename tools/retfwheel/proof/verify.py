@@ -355,7 +355,8 @@ def _tf1_extensions_check(env: Environment, extensions: dict[str, tuple[str, ...
     for owner, files in extensions.items():
         progress(f"loading {files[0]} of {owner}, built for TF 1.x")
         ran = _python(env, ["-c", _LOAD_LIBRARY, str(env.venv / files[0])], emulate=True)
-        explained.append(ran.returncode != 0 and owner in ran.stderr and "was built for TensorFlow 1.x" in ran.stderr)
+        said = ran.stderr.lower().replace("_", "-")  # the distribution as its .dist-info folder spells it
+        explained.append(ran.returncode != 0 and owner.lower() in said and "was built for tensorflow 1.x" in said)
     listing = "; ".join(f"{owner} ({', '.join(files)})" for owner, files in extensions.items())
     return _status("libraries built for TF 1.x", all(explained),
                    f"{len(extensions)} cannot load into TF 2.x: {listing}; "
