@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 OUT    ?= dist
 RECIPE ?= recipes/emulated-py36.toml
 
-.PHONY: setup demo test test-fast lint bench clean docker-verify
+.PHONY: setup demo test test-fast lint reference bench clean docker-verify
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,10 @@ test: setup
 lint: setup
 	$(BIN)/mypy tools/retfwheel
 	$(BIN)/ruff check tools tests bench probes bootstrap contrib ops
+
+# docs/reference.md from the commands themselves (tests/test_reference.py checks it).
+reference: setup
+	$(BIN)/retfwheel reference > docs/reference.md
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"

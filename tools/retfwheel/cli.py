@@ -294,6 +294,44 @@ def run(ctx: _Context, recipe_path: str | None, env_dir: Path | None, python: Pa
     sys.exit(subprocess.run(emulated_command(env, argv)).returncode)
 
 
+@cli.command(hidden=True)
+def reference() -> None:
+    """Print the command reference (docs/reference.md; `make reference` writes it)."""
+    click.echo(command_reference(), nl=False)
+
+
+def command_reference() -> str:
+    """Every command with its usage, help and options, in Markdown, read from the commands themselves."""
+    lines = ["# Command reference", "",
+             "Every `retfwheel` command and option, generated from the commands themselves (`make reference`;",
+             "`tests/test_reference.py` fails when this page and the commands differ). The recipe format:",
+             "[recipes.md](recipes.md); the 1.x API's switches and environment variables: [guide.md](guide.md).", ""]
+    root = click.Context(cli, info_name="retfwheel", **cli.context_settings)
+    _describe(cli, root, lines)
+    return "\n".join(lines) + "\n"
+
+
+def _describe(command: click.Command, ctx: click.Context, lines: list[str]) -> None:
+    usage = " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
+    lines += [f"## `{usage}`", "", (command.help or "").strip(), ""]
+    options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
+    options.append(command.get_help_option(ctx))  # type: ignore[arg-type]
+    lines += ["| option | what it does |", "|---|---|"]
+    for option in options:
+        if option is None:
+            continue
+        metavar = "" if option.is_flag else f" {option.make_metavar(ctx)}"
+        name = ", ".join(f"`{o}{metavar}`" for o in option.opts)
+        extra = " (required)" if option.required else ""
+        lines.append(f"| {name} | {(option.help or '').replace('|', '/')}{extra} |")
+    lines.append("")
+    if isinstance(command, click.Group):
+        for name in sorted(command.list_commands(ctx)):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
+                _describe(sub, click.Context(sub, info_name=name, parent=ctx), lines)
+
+
 def _show_plan(result: BuildResult, dry_run: bool) -> None:
     plan = result.plan
     click.echo(f"{'plan' if dry_run else 'built'}: {plan.filename}")
