@@ -124,7 +124,9 @@ def _listed_files(info: Path, folder: Path) -> list[str]:
         base, lines = info, listing.read_text().splitlines()
     else:
         return []
-    return [os.path.relpath(os.path.normpath(base / line.strip()), folder) for line in lines if line.strip()]
+    prefix = str(base.relative_to(folder))
+    return [os.path.normpath(f"{prefix}/{line}") if ".." in line else f"{prefix}/{line}"
+            for line in (entry.strip() for entry in lines) if line]
 
 
 def system_runtime_path() -> Path:
