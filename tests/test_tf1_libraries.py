@@ -62,8 +62,8 @@ FLAGS = "import json, tensorflow as tf; print(json.dumps(tf.sysconfig.get_compil
 
 
 def test_a_distribution_is_listed_by_the_framework_library_its_elf_files_link(tmp_path):
-    """Found by DT_NEEDED, not by name; TF 1.x itself (which ships the framework library) and other ELF files are
-    not listed."""
+    """Found by DT_NEEDED, not by name; TF 1.x itself (which ships the framework library), other ELF files and
+    damaged ones are not listed."""
     site = "lib/python3.6/site-packages"
     stub = compile_library(tmp_path, "libtensorflow_framework.so.1", "int tf1_stub(void) { return 1; }", cxx=False,
                            flags=("-Wl,-soname,libtensorflow_framework.so.1",))
@@ -72,7 +72,8 @@ def test_a_distribution_is_listed_by_the_framework_library_its_elf_files_link(tm
                               cxx=False, flags=("-Wl,--no-as-needed", f"-L{tmp_path}", "-l:libtensorflow_framework.so.1"))
     plain = compile_library(tmp_path, "plain.so", "int plain(void) { return 2; }", cxx=False)
     files = {f"{site}/tf1_op/_ops.so": linking, f"{site}/tf1_op/_ops.so.1": linking, f"{site}/tf1_op/helper.so": plain,
-             f"{site}/tf1_op/notes.so": b"not an ELF file", f"{site}/numpy/core/_multiarray.so": plain,
+             f"{site}/tf1_op/notes.so": b"not an ELF file", f"{site}/tf1_op/cut.so": linking[:200],
+             f"{site}/numpy/core/_multiarray.so": plain,
              f"{site}/tensorflow_core/libtensorflow_framework.so.1": stub,
              f"{site}/tensorflow_core/python/_pywrap_tensorflow_internal.so": linking}
     for path, data in files.items():
