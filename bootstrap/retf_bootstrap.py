@@ -335,7 +335,7 @@ class PrivateFinder(object):
         import importlib.machinery
         spec = importlib.machinery.PathFinder.find_spec("pkg_resources", path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _ThenPublish(spec.loader, self)
+            spec.loader = _Then(spec.loader, self.publish)  # then the private distributions join its working set
         return spec
 
     def publish(self, pkg_resources):
@@ -364,23 +364,6 @@ class PrivateFinder(object):
 def _Path(folder):
     import pathlib
     return pathlib.Path(folder)
-
-
-class _ThenPublish(object):
-    """pkg_resources' own loader, then the private distributions added to its working set."""
-
-    def __init__(self, loader, finder):
-        self.loader, self.finder = loader, finder
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        module.__loader__ = self.loader
-        if getattr(module, "__spec__", None) is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        self.finder.publish(module)
 
 
 def _prepare_dependencies(folder, config, log):
@@ -451,6 +434,8 @@ class _AfterImport(object):
 
 
 class _Then(object):
+    """A module's own loader, then ``then(module)``; the module keeps its own loader for reloads."""
+
     def __init__(self, loader, then):
         self.loader, self.then = loader, then
 
