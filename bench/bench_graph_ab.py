@@ -5,7 +5,7 @@
 
 Builds the model twice in one process (bench/models/, Adam, the model's batch): graph A with the change
 (--change concat: the gradients of the activation unit's concat and of the dense layer after it from
-retf's kernels, as v1_fused_concat_grad routes them; --change dense: the dense layer's alone, the concat's
+retf's kernels, as fused_concat_grad routes them; --change dense: the dense layer's alone, the concat's
 routed on both sides; --change split: retf.train.AdamOptimizer's early decay of untouched rows,
 RETF_SPLIT_DENSE_ADAM=1), graph B without it, each in its own session on the same data. Then it runs
 blocks of 20 steps, A and B in turns (the order flipping every block), and prints the median step time

@@ -23,12 +23,12 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
   wheel, fused lookups (--sides ...,emb) the wheel's defaults plus RETF_FUSED_EMBEDDING=1:
                       tf.nn.embedding_lookup_sparse (feature columns) in retf's fused lookup
   wheel, retf / TF's weight gradients (--sides ...,mmg or nommg) the wheel's defaults with
-                      RETF_FUSED_MATMUL_GRAD=1 or 0: the evidence for v1_fused_matmul_grad
+                      RETF_FUSED_MATMUL_GRAD=1 or 0: the evidence for fused_matmul_grad
   wheel, retf / TF's DecodeCSV (--sides ...,csv or nocsv) the wheel's defaults with
-                      RETF_FAST_DECODE_CSV=1 or 0: the evidence for v1_fast_decode_csv
+                      RETF_FAST_DECODE_CSV=1 or 0: the evidence for fast_decode_csv
   wheel, large blocks kept / TF's allocator (--sides ...,blocks or noblocks): RETF_LARGE_BLOCK_ALLOCATOR
   wheel, retf / TF's concat grad (--sides ...,cat or nocat): RETF_FUSED_CONCAT_GRAD=1 or 0, the
-                      evidence for v1_fused_concat_grad
+                      evidence for fused_concat_grad
   wheel, Adam split / one pass (--sides ...,split or nosplit): RETF_SPLIT_DENSE_ADAM=1 or 0, whether
                       retf.train.AdamOptimizer decays the untouched rows early
   XLA (--sides tf115,wheel,xla115,xla,jit115,jit): TF 1.15.5 and the wheel with XLA auto-clustering

@@ -5,24 +5,12 @@ explains exactly why it cannot. Python 3.6 syntax, standard library only: this f
 the produced wheel as tensorflow/_retf_bootstrap.py and is called from tensorflow/__init__.py with
 the build's settings.
 
-Environment switches: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 logs each decision and
-its time to stderr; RETF_RUNTIME_DEFAULTS=0 keeps the build's runtime defaults (e.g.
-TF_CPU_ALLOCATOR_USE_BFC) out of the environment (a variable the user set always wins); in a wheel
-built with the 1.x API, RETF_API=2 keeps the 2.x API, RETF_SPARSE_ADAM=dense|fused|lazy picks
-how tf.train.AdamOptimizer applies sparse gradients (the recipe's v1_sparse_adam otherwise) and
-RETF_FUSED_SPARSE=0|1 whether tf.train.AdagradOptimizer and FtrlOptimizer apply them in retf's fused
-kernels (the recipe's v1_fused_sparse otherwise) and RETF_FUSED_EMBEDDING=0|1 whether
-tf.nn.embedding_lookup_sparse, and so the feature columns' embeddings, runs retf's fused lookup (the
-recipe's v1_fused_embedding otherwise) and RETF_FUSED_MATMUL_GRAD=0|1 whether a small weight's MatMul
-gradient comes from retf's transposed product (the recipe's v1_fused_matmul_grad otherwise) and
-RETF_FUSED_CONCAT_GRAD=0|1 whether the gradient of a concat of x, y, x - y and x * y (DIN's activation
-unit) comes from one retf kernel (the recipe's v1_fused_concat_grad otherwise) and
-RETF_FAST_DECODE_CSV=0|1 whether DecodeCSV runs retf's kernel (the recipe's v1_fast_decode_csv
-otherwise) and RETF_LARGE_BLOCK_ALLOCATOR=0|1 whether TensorFlow's CPU allocator keeps large blocks for
-reuse (the recipe's v1_large_block_allocator otherwise) and RETF_TF115_EXPORTS=0 keeps exports in
-TensorFlow 2.x's form instead of TF 1.15's (tensorflow/_retf_tf115_export.py); in a wheel
-that ships the retf op library, RETF_OPS=0 leaves it unregistered (and sparse Adam, Adagrad and FTRL on
-TensorFlow's ops).
+Environment variables: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 logs each decision and
+its time to stderr; RETF_RUNTIME_DEFAULTS=0 keeps the build's runtime defaults out of the environment;
+RETF_API=2 keeps the 2.x API in a 1.x API build; RETF_OPS=0 leaves the retf op library unregistered.
+The switches (sparse Adam, the fused paths, ...) and the variables that override them are not named
+here: the build declares them in its settings (retfwheel's features table, docs/reference.md), and
+switch() reads them by key.
 """
 
 import os
@@ -36,7 +24,7 @@ _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                  "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 SONAME = "libstdc++.so.6"
-SCHEMA = 3  # the settings this bootstrap reads (retfwheel's build/bootstrap_config.py writes them)
+SCHEMA = 4  # the settings this bootstrap reads (retfwheel's stages/bootstrap_config.py writes them)
 
 
 class _Log(object):
@@ -49,14 +37,19 @@ class _Log(object):
             sys.stderr.write("retf-bootstrap [%6.2f ms] %s\n" % ((time.perf_counter() - self.start) * 1e3, message))
 
 
-def run(package_dir, config):
-    """Prepare this process for TensorFlow; raise ImportError when that cannot work."""
-    if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
-        return
+def check_schema(config):
+    """ImportError unless ``config`` (the settings of one injected call) is of the schema this bootstrap reads."""
     if config.get("schema") != SCHEMA:
         raise ImportError("%s: its bootstrap settings are of schema %s, but its bootstrap reads schema %s; the "
                           "wheel was patched by hand or half-rebuilt. Fix: rebuild it with retfwheel."
                           % (config.get("label", "this TensorFlow"), config.get("schema"), SCHEMA))
+
+
+def run(package_dir, config):
+    """Prepare this process for TensorFlow; raise ImportError when that cannot work."""
+    if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
+        return
+    check_schema(config)
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])
@@ -671,6 +664,7 @@ def register_ops(namespace, config):
     Only the kernels load here; retf's Python wrappers are made on first use.
     """
     global OPS_LEFT_OUT
+    check_schema(config)
     from tensorflow.python.framework import errors_impl, load_library
     _explain_cluster_errors(errors_impl, config["label"])
     if not ops_enabled():
@@ -693,7 +687,7 @@ def register_ops(namespace, config):
             % (config["label"], path, getattr(error, "message", error))) from error
     if os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"):
         sys.stderr.write("retf-bootstrap [ops] registered %s in %.2f ms\n" % (path, (time.perf_counter() - start) * 1e3))
-    if large_block_allocator_mode(config):
+    if switch(config, "large_block_allocator") == "1":
         _use_large_block_allocator(path)
 
 
@@ -794,80 +788,27 @@ def _contrib():
         return RemovedContrib()
 
 
-SPARSE_ADAM_MODES = ("dense", "fused", "lazy")
+def switch(config, key):
+    """The value of switch ``key`` in this process: its environment variable if set, else the build's choice.
 
-
-def sparse_adam_mode(config):
-    """How tf.train.AdamOptimizer applies sparse gradients here: RETF_SPARSE_ADAM, else the recipe's choice.
-
-    With RETF_OPS=0 the recipe's choice falls back to "dense" (TensorFlow's own ops), so no process
+    ``config["features"]`` holds each switch the injected call reads, as the build declares it (value,
+    default, variable, values, what it does). A value other than the default runs retf kernels: with
+    RETF_OPS=0 the build's choice falls back to the default (TensorFlow's own ops), so no process
     emits retf ops that it, or a parameter server started the same way, could not run.
     """
-    chosen = os.environ.get("RETF_SPARSE_ADAM", "")
-    mode = chosen or config.get("v1_sparse_adam", "dense")
-    if mode not in SPARSE_ADAM_MODES:
-        raise ImportError("RETF_SPARSE_ADAM=%s is not one of %s (how tf.train.AdamOptimizer applies sparse "
-                          "gradients); unset it to use the build's choice, %s"
-                          % (mode, ", ".join(SPARSE_ADAM_MODES), config.get("v1_sparse_adam", "dense")))
-    if mode != "dense" and not ops_enabled():
+    row = config["features"][key]
+    chosen = os.environ.get(row["env"], "") if row["env"] else ""
+    if chosen and chosen not in row["choices"]:
+        allowed = " or ".join(row["choices"]) if len(row["choices"]) == 2 else "one of " + ", ".join(row["choices"])
+        raise ImportError("%s=%s is not %s (%s); unset it to use the build's choice, %s"
+                          % (row["env"], chosen, allowed, row["what"], row["value"]))
+    value = chosen or row["value"]
+    if value != row["default"] and not ops_enabled():
         if chosen and OPS_LEFT_OUT is None:
-            raise ImportError("RETF_SPARSE_ADAM=%s needs the retf op library, which RETF_OPS=0 leaves unregistered; "
-                              "unset one of them" % mode)
-        return "dense"
-    return mode
-
-
-def _fused_switch(config, variable, key, what):
-    """A 0/1 switch for a fused retf path: the environment variable, else the recipe's key.
-
-    With RETF_OPS=0 the recipe's choice falls back to TensorFlow's own ops, as for sparse Adam.
-    """
-    chosen = os.environ.get(variable, "")
-    if chosen not in ("", "0", "1"):
-        raise ImportError("%s=%s is not 0 or 1 (whether %s); unset it to use the build's choice, %s"
-                          % (variable, chosen, what, int(bool(config.get(key)))))
-    fused = chosen == "1" if chosen else bool(config.get(key))
-    if fused and not ops_enabled():
-        if chosen and OPS_LEFT_OUT is None:
-            raise ImportError("%s=1 needs the retf op library, which RETF_OPS=0 leaves unregistered; "
-                              "unset one of them" % variable)
-        return False
-    return fused
-
-
-def fused_sparse_mode(config):
-    """Whether tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels."""
-    return _fused_switch(config, "RETF_FUSED_SPARSE", "v1_fused_sparse",
-                         "tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels")
-
-
-def fused_embedding_mode(config):
-    """Whether tf.nn.embedding_lookup_sparse (the feature columns' embeddings too) runs retf's fused lookup."""
-    return _fused_switch(config, "RETF_FUSED_EMBEDDING", "v1_fused_embedding",
-                         "tf.nn.embedding_lookup_sparse runs retf's fused lookup")
-
-
-def fused_matmul_grad_mode(config):
-    """Whether a small weight's MatMul gradient comes from retf's transposed product."""
-    return _fused_switch(config, "RETF_FUSED_MATMUL_GRAD", "v1_fused_matmul_grad",
-                         "a small weight's MatMul gradient comes from retf's transposed product")
-
-
-def fused_concat_grad_mode(config):
-    """Whether the gradient of a concat of x, y, x - y and x * y (DIN's activation unit) comes from retf's kernel."""
-    return _fused_switch(config, "RETF_FUSED_CONCAT_GRAD", "v1_fused_concat_grad",
-                         "the gradient of DIN's activation-unit concat comes from retf's kernel")
-
-
-def fast_decode_csv_mode(config):
-    """Whether DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel."""
-    return _fused_switch(config, "RETF_FAST_DECODE_CSV", "v1_fast_decode_csv", "DecodeCSV runs retf's kernel")
-
-
-def large_block_allocator_mode(config):
-    """Whether TensorFlow's CPU allocator keeps freed blocks of 1 MiB or more for reuse (retf's)."""
-    return _fused_switch(config, "RETF_LARGE_BLOCK_ALLOCATOR", "v1_large_block_allocator",
-                         "TensorFlow's CPU allocator keeps large blocks for reuse")
+            raise ImportError("%s=%s needs the retf op library, which RETF_OPS=0 leaves unregistered; "
+                              "unset one of them" % (row["env"], value))
+        return row["default"]
+    return value
 
 
 def _route_embedding_lookups(v1):
@@ -882,10 +823,10 @@ def _route_embedding_lookups(v1):
         api.nn.embedding_lookup_sparse = nn.embedding_lookup_sparse
 
 
-# DeepRec's optimizer names, provided in tf.train when the recipe sets v1_deeprec_optimizers = true.
+# DeepRec's optimizer names, provided in tf.train when the recipe sets [features] deeprec_optimizers = true.
 DEEPREC_OPTIMIZERS = ("AdamAsyncOptimizer", "AdagradDecayOptimizer")
 DEEPREC_MESSAGE = ("tf.train.%s is one of DeepRec's optimizers, which this TensorFlow (%s) provides only when built "
-                   "with v1_deeprec_optimizers = true in its retfwheel recipe. Fix: rebuild the wheel with that "
+                   "with deeprec_optimizers = true in its retfwheel recipe's [features]. Fix: rebuild the wheel with that "
                    "switch, or use tf.train.AdamOptimizer / tf.train.AdagradOptimizer.")
 
 
@@ -939,6 +880,7 @@ def expose_v1_api(namespace, config):
     """Make the `tensorflow` module (its globals, ``namespace``) the TF 1.x API with 1.x behaviour."""
     if os.environ.get("RETF_API", "") == "2":
         return
+    check_schema(config)
     from tensorflow._api.v2.compat import v1
     from tensorflow.python.util import deprecation
     with deprecation.silence():  # TF 1.15 printed no deprecation notices at import; neither do we
@@ -955,7 +897,7 @@ def expose_v1_api(namespace, config):
     for api in (v1, v1.compat.v1):  # tf.version and tf.compat.v1 (a module of its own) say the same
         api.VERSION = api.version.VERSION = V1_API_VERSION
     _quiet_intended_v1_use()
-    sparse_adam = sparse_adam_mode(config)
+    sparse_adam = switch(config, "sparse_adam")
     if sparse_adam != "dense":
         try:
             from retf import train
@@ -964,7 +906,7 @@ def expose_v1_api(namespace, config):
                               "build does not ship ([ops] build = false in its recipe): %s; unset "
                               "RETF_SPARSE_ADAM" % (sparse_adam, error)) from error
         v1.train.AdamOptimizer = train.AdamOptimizer if sparse_adam == "fused" else train.LazyAdamStandIn
-    if fused_sparse_mode(config):
+    if switch(config, "fused_sparse") == "1":
         try:
             from retf import train
         except ImportError as error:
@@ -973,14 +915,14 @@ def expose_v1_api(namespace, config):
                               % error) from error
         v1.train.AdagradOptimizer = train.AdagradOptimizer
         v1.train.FtrlOptimizer = train.FtrlOptimizer
-    if fused_embedding_mode(config):
+    if switch(config, "fused_embedding") == "1":
         try:
             _route_embedding_lookups(v1)
         except ImportError as error:
             raise ImportError("tf.nn.embedding_lookup_sparse: the fused lookup needs the retf op library, which this "
                               "build does not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_EMBEDDING=0"
                               % error) from error
-    if fused_matmul_grad_mode(config):
+    if switch(config, "fused_matmul_grad") == "1":
         try:
             from retf import ops
         except ImportError as error:
@@ -988,7 +930,7 @@ def expose_v1_api(namespace, config):
                               "does not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_MATMUL_GRAD=0"
                               % error) from error
         ops.route_weight_gradients()
-    if fused_concat_grad_mode(config):
+    if switch(config, "fused_concat_grad") == "1":
         try:
             from retf import ops
         except ImportError as error:
@@ -996,7 +938,7 @@ def expose_v1_api(namespace, config):
                               "ship ([ops] build = false in its recipe): %s; set RETF_FUSED_CONCAT_GRAD=0"
                               % error) from error
         ops.route_pair_concat_gradients()
-    if fast_decode_csv_mode(config):
+    if switch(config, "fast_decode_csv") == "1":
         try:
             from retf import ops
         except ImportError as error:
@@ -1007,5 +949,6 @@ def expose_v1_api(namespace, config):
         except (OSError, AttributeError) as error:  # the library not loaded, or one without the kernel
             raise ImportError("DecodeCSV: cannot register retf's kernel from the retf op library: %s\nFix: reinstall "
                               "this wheel; or set RETF_FAST_DECODE_CSV=0 to keep TensorFlow's kernel" % error) from error
-    _deeprec_optimizers(v1.train, bool(config.get("v1_deeprec_optimizers")), config.get("label", "this build"))
+    # the build's choice even with RETF_OPS=0: then using one says the op library is off, not that it is missing
+    _deeprec_optimizers(v1.train, config["features"]["deeprec_optimizers"]["value"] == "1", config["label"])
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]

@@ -23,7 +23,6 @@ import os
 import sys
 
 REGISTRY_FILE = "_retf_tf115_ops.json"
-SWITCH = "RETF_TF115_EXPORTS"
 
 # retf's ops by name prefix (the first that matches), and how a graph is built without them.
 _RETF_SWITCHES = (
@@ -51,7 +50,7 @@ _said = set()
 
 
 def enabled():
-    return os.environ.get(SWITCH, "1") != "0"
+    return os.environ.get("RETF_TF115_EXPORTS", "1") != "0"
 
 
 def registry():

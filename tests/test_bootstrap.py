@@ -287,7 +287,18 @@ def test_cluster_errors_say_what_to_do(python36):
     assert messages["local"] == "NodeDef missing attrs 'x'"
 
 
-MODE = "import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; print(b.sparse_adam_mode({'v1_sparse_adam': 'fused'}))"
+# The bootstrap reads a switch from the settings the build writes: made here by the tool's own table.
+SWITCH = ("import json, sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
+          "print(b.switch({'features': json.loads(sys.argv[2])}, sys.argv[3]))")
+
+
+def run_switch(python36, key: str, value: str, environ: dict[str, str]) -> subprocess.CompletedProcess:
+    from retfwheel.features import BY_KEY, DEFAULTS, block_settings
+
+    settings = block_settings(tuple((k, value if k == key else v) for k, v in DEFAULTS), BY_KEY[key].block)
+    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+    return subprocess.run([str(python36), "-c", SWITCH, str(REPO / "bootstrap"), json.dumps(settings), key],
+                          capture_output=True, text=True, env={**variables, **environ})
 
 
 @pytest.mark.parametrize("environ, printed", [
@@ -296,43 +307,46 @@ MODE = "import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b;
     ({"RETF_SPARSE_ADAM": "lazy"}, "lazy"),
     ({"RETF_OPS": "0", "RETF_SPARSE_ADAM": "dense"}, "dense"),
 ])
-def test_sparse_adam_mode_follows_the_op_library_switch(python36, environ, printed):
-    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    result = subprocess.run([str(python36), "-c", MODE, str(REPO / "bootstrap")], capture_output=True, text=True,
-                            env={**variables, **environ})
+def test_sparse_adam_follows_the_op_library_switch(python36, environ, printed):
+    result = run_switch(python36, "sparse_adam", "fused", environ)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == printed
 
 
-def test_sparse_adam_mode_refuses_retf_adam_without_the_library(python36):
-    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    result = subprocess.run([str(python36), "-c", MODE, str(REPO / "bootstrap")], capture_output=True, text=True,
-                            env={**variables, "RETF_OPS": "0", "RETF_SPARSE_ADAM": "fused"})
+@pytest.mark.parametrize("environ, message", [
+    ({"RETF_OPS": "0", "RETF_SPARSE_ADAM": "fused"},
+     "RETF_SPARSE_ADAM=fused needs the retf op library, which RETF_OPS=0 leaves unregistered"),
+    ({"RETF_SPARSE_ADAM": "eager"}, "RETF_SPARSE_ADAM=eager is not one of dense, fused, lazy (how tf.train.AdamOptimizer"),
+])
+def test_sparse_adam_refuses_what_cannot_work(python36, environ, message):
+    result = run_switch(python36, "sparse_adam", "fused", environ)
     assert result.returncode != 0
-    assert "RETF_SPARSE_ADAM=fused needs the retf op library, which RETF_OPS=0 leaves unregistered" in result.stderr
+    assert message in result.stderr
 
 
-FUSED = ("import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
-         "print(getattr(b, sys.argv[2] + '_mode')({'v1_' + sys.argv[2]: int(sys.argv[3])}))")
-# Each fused path's switch: the function the bootstrap asks, and its environment variable.
+# Each fused path's switch: its key in the features table, and its environment variable.
 SWITCHES = [("fused_sparse", "RETF_FUSED_SPARSE"), ("fused_embedding", "RETF_FUSED_EMBEDDING"),
             ("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD"), ("fast_decode_csv", "RETF_FAST_DECODE_CSV"),
             ("large_block_allocator", "RETF_LARGE_BLOCK_ALLOCATOR"), ("fused_concat_grad", "RETF_FUSED_CONCAT_GRAD")]
 
 
+def test_every_switch_with_a_variable_is_tested_here():
+    from retfwheel.features import FEATURES
+
+    assert {(f.key, f.env) for f in FEATURES if f.env and f.on_off} == set(SWITCHES)
+
+
 @pytest.mark.parametrize("switch, variable", SWITCHES)
 @pytest.mark.parametrize("recipe, environ, printed", [
-    (1, {}, "True"),
-    (0, {}, "False"),
-    (1, {"RETF_OPS": "0"}, "False"),  # the op library is off: TensorFlow's own ops
-    (1, {"VARIABLE": "0"}, "False"),
-    (0, {"VARIABLE": "1"}, "True"),
+    ("1", {}, "1"),
+    ("0", {}, "0"),
+    ("1", {"RETF_OPS": "0"}, "0"),  # the op library is off: TensorFlow's own ops
+    ("1", {"VARIABLE": "0"}, "0"),
+    ("0", {"VARIABLE": "1"}, "1"),
 ])
-def test_fused_modes_follow_the_switches(python36, switch, variable, recipe, environ, printed):
-    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+def test_fused_switches_follow_their_variables(python36, switch, variable, recipe, environ, printed):
     environ = {variable if k == "VARIABLE" else k: v for k, v in environ.items()}
-    result = subprocess.run([str(python36), "-c", FUSED, str(REPO / "bootstrap"), switch, str(recipe)],
-                            capture_output=True, text=True, env={**variables, **environ})
+    result = run_switch(python36, switch, recipe, environ)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == printed
 
@@ -342,11 +356,8 @@ def test_fused_modes_follow_the_switches(python36, switch, variable, recipe, env
     ("yes", None, "{variable}=yes is not 0 or 1"),
     ("1", "0", "{variable}=1 needs the retf op library"),
 ])
-def test_fused_modes_refuse_what_cannot_work(python36, switch, variable, value, ops, message):
-    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    environ = {variable: value, **({"RETF_OPS": ops} if ops else {})}
-    result = subprocess.run([str(python36), "-c", FUSED, str(REPO / "bootstrap"), switch, "0"], capture_output=True,
-                            text=True, env={**variables, **environ})
+def test_fused_switches_refuse_what_cannot_work(python36, switch, variable, value, ops, message):
+    result = run_switch(python36, switch, "0", {variable: value, **({"RETF_OPS": ops} if ops else {})})
     assert result.returncode != 0
     assert message.format(variable=variable) in result.stderr
 
@@ -375,7 +386,7 @@ def test_deeprec_names_without_their_switch_name_it(python36):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("tf.train.AdamAsyncOptimizer is one of DeepRec's optimizers, which this TensorFlow "
-                               "(tensorflow 9.9) provides only when built with v1_deeprec_optimizers = true")
+                               "(tensorflow 9.9) provides only when built with deeprec_optimizers = true")
     assert lines[1] == "module 'train' has no attribute 'Nothing'"
     assert lines[2] == "True"
 
@@ -396,3 +407,15 @@ def test_runtime_defaults_are_set_unless_the_user_chose(python36, environ, print
                             env={**variables, **environ})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == printed
+
+
+@pytest.mark.parametrize("call", ["register_ops", "expose_v1_api"])
+def test_each_injected_call_refuses_settings_of_another_schema(python36, call):
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
+            f"b.{call}({{'__file__': 'x'}}, {{'schema': {SCHEMA - 1}, 'label': 'tensorflow 9.9'}})")
+    variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
+    result = subprocess.run([str(python36), "-c", code, str(REPO / "bootstrap")], capture_output=True, text=True,
+                            env=variables)
+    assert result.returncode != 0
+    assert (f"ImportError: tensorflow 9.9: its bootstrap settings are of schema {SCHEMA - 1}, but its bootstrap reads "
+            f"schema {SCHEMA}") in result.stderr

@@ -33,7 +33,7 @@ MODES = {
     "fused": ({}, "adam", "retf.train.AdamOptimizer"),  # the recipe's default
     "lazy": ({"RETF_SPARSE_ADAM": "lazy"}, "adam", "retf.train.LazyAdamStandIn"),
     "retf.train.LazyAdamOptimizer": ({}, "lazy", "retf.train.LazyAdamOptimizer"),
-    # v1_fused_sparse: the ps tasks run Retf>SparseApplyAdagradRef / Retf>SparseApplyFtrlRef for their shards
+    # fused_sparse: the ps tasks run Retf>SparseApplyAdagradRef / Retf>SparseApplyFtrlRef for their shards
     "adagrad": ({}, "adagrad", "retf.train.AdagradOptimizer"),
     "ftrl": ({}, "ftrl", "retf.train.FtrlOptimizer"),
 }

@@ -89,12 +89,17 @@ def test_finishing_blocks_go_last_in_order_and_only_once():
 
 
 def test_finishing_block_settings_are_a_python_literal():
+    from retfwheel.stages.bootstrap_config import ApiSettings
     from retfwheel.wheelfile.injection import api_block
 
-    block = api_block("json", {"v1_sparse_adam": "fused", "v1_fused_sparse": 1, "label": "tensorflow 2.6.2"})
+    settings = ApiSettings("tensorflow 2.6.2", (("sparse_adam", "fused"), ("fused_sparse", "1"))).to_json()
+    block = api_block("json", settings)
     calls = []
     exec(compile(block.replace("from json import expose_v1_api as _call", "_call = lambda *a: calls.append(a)"),
                  "x", "exec"), {"calls": calls})
-    assert calls[0][1] == {"label": "tensorflow 2.6.2", "v1_fused_sparse": 1, "v1_sparse_adam": "fused"}
+    assert calls[0][1] == settings
+    assert settings["features"]["fused_sparse"] == {
+        "value": "1", "default": "0", "env": "RETF_FUSED_SPARSE", "choices": ["0", "1"],
+        "what": "tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels"}
     with pytest.raises(ValueError, match="strings, numbers or lists"):
         api_block("json", {"v1_fused_sparse": True})

@@ -1,6 +1,7 @@
 import pytest
 
 from retfwheel.errors import RecipeError
+from retfwheel.features import BY_KEY, FEATURES
 from retfwheel.targets.recipe import host_glibc, load_recipe
 
 GOOD = """
@@ -78,27 +79,45 @@ def test_malformed_toml_and_missing_file(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["fused", "lazy"])
-def test_v1_sparse_adam_kernels_need_the_1x_api_and_the_op_library(tmp_path, mode):
-    text = f'api = "v1"\nv1_sparse_adam = "{mode}"\n' + GOOD
-    with pytest.raises(RecipeError, match=f'"{mode}" needs api = "v1" and \\[ops\\] build = true'):
+def test_sparse_adam_kernels_need_the_1x_api_and_the_op_library(tmp_path, mode):
+    text = 'api = "v1"\n' + GOOD + f'\n[features]\nsparse_adam = "{mode}"\n'
+    with pytest.raises(RecipeError, match=f'sparse_adam = "{mode}" needs api = "v1" and \\[ops\\] build = true'):
         load_recipe(write(tmp_path, text))
     recipe = load_recipe(write(tmp_path, text + "\n[ops]\nbuild = true\n"))
-    assert (recipe.api, recipe.v1_sparse_adam) == ("v1", mode)
-    with pytest.raises(RecipeError, match="v1_sparse_adam"):
+    assert (recipe.api, recipe.feature("sparse_adam"), recipe.deprecations) == ("v1", mode, ())
+    with pytest.raises(RecipeError, match='sparse_adam = .*eager.*expected "dense" or "fused" or "lazy"'):
         load_recipe(write(tmp_path, text.replace(mode, "eager")))
 
 
-@pytest.mark.parametrize("key", ["v1_fused_sparse", "v1_fused_embedding", "v1_fused_matmul_grad", "v1_fast_decode_csv",
-                                 "v1_large_block_allocator", "v1_fused_concat_grad", "v1_deeprec_optimizers"])
-def test_fused_sparse_and_deeprec_switches_need_the_1x_api_and_the_op_library(tmp_path, key):
-    text = f'api = "v1"\n{key} = true\n' + GOOD
-    with pytest.raises(RecipeError, match=f'{key} = true needs api = "v1" and \\[ops\\] build = true'):
+@pytest.mark.parametrize("key", [f.key for f in FEATURES if f.on_off])
+def test_on_off_switches_need_the_1x_api_and_the_op_library(tmp_path, key):
+    text = 'api = "v1"\n' + GOOD + f"\n[features]\n{key} = true\n"
+    with pytest.raises(RecipeError, match=f'\\[features\\] {key} = true needs api = "v1" and \\[ops\\] build = true'):
         load_recipe(write(tmp_path, text))
     recipe = load_recipe(write(tmp_path, text + "\n[ops]\nbuild = true\n"))
-    assert getattr(recipe, key) is True
-    assert load_recipe(write(tmp_path, GOOD)).v1_fused_sparse is False
+    assert recipe.feature(key) == "1"
+    assert load_recipe(write(tmp_path, GOOD)).feature(key) == "0"
     with pytest.raises(RecipeError, match=f"{key}.*expected true or false"):
         load_recipe(write(tmp_path, text.replace("= true", '= "yes"') + "\n[ops]\nbuild = true\n"))
+
+
+def test_an_unknown_switch_is_named_with_the_likely_one(tmp_path):
+    with pytest.raises(RecipeError, match="\\[features\\] unknown key 'fused_embeddings'; did you mean 'fused_embedding'"):
+        load_recipe(write(tmp_path, GOOD + "\n[features]\nfused_embeddings = true\n"))
+
+
+@pytest.mark.parametrize("key", [f.key for f in FEATURES])
+def test_a_top_level_v1_key_is_read_with_a_deprecation_line(tmp_path, key):
+    feature = BY_KEY[key]
+    value = next(c for c in feature.choices if c != feature.default)
+    text = f'api = "v1"\nv1_{key} = {feature.recipe_text(value)}\n' + GOOD + "\n[ops]\nbuild = true\n"
+    recipe = load_recipe(write(tmp_path, text))
+    assert recipe.feature(key) == value
+    assert recipe.deprecations == (f"{tmp_path / 'r.toml'}: top-level v1_{key} is deprecated; write it as "
+                                   f"{key} = {feature.recipe_text(value)} in [features] (the old key is read for one "
+                                   "more release)",)
+    with pytest.raises(RecipeError, match=f"v1_{key} and \\[features\\] {key} both set it"):
+        load_recipe(write(tmp_path, text + f"\n[features]\n{key} = {feature.recipe_text(value)}\n"))
 
 
 def test_the_environments_pip_is_the_users(tmp_path, emulated):

@@ -1,12 +1,14 @@
 """docs/reference.md is the commands' own description: regenerate it with `make reference`."""
 
+import re
 from pathlib import Path
 
 import click
 
 from retfwheel.cli import cli, command_reference
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
+REPO = Path(__file__).resolve().parent.parent
+PAGE = REPO / "docs" / "reference.md"
 
 
 def test_the_reference_page_is_what_the_commands_say():
@@ -23,3 +25,35 @@ def test_the_page_has_every_visible_command_and_option():
             if isinstance(option, click.Option) and not option.hidden:
                 for spelling in option.opts:
                     assert f"`{spelling}" in page, f"{name} {spelling}"
+
+
+# Where the code reads an environment variable by a literal name.
+_READ = re.compile(r"""(?:environ\.get\(|environ\[|getenv\(|_os\.environ\.get\()\s*["']((?:RETF|RETFWHEEL)_[A-Z0-9_]+)["']""")
+_CODE = ("bootstrap", "contrib", "ops/retf", "ops/cc", "tools/retfwheel", "probes")
+
+
+def variables_read() -> dict[str, str]:
+    """{variable: a file that reads it} over the code that ships in the tool and in the wheel."""
+    found = {}
+    for folder in _CODE:
+        for path in sorted((REPO / folder).rglob("*")):
+            if path.suffix in (".py", ".cc", ".h"):
+                for name in _READ.findall(path.read_text()):
+                    found.setdefault(name, str(path.relative_to(REPO)))
+    return found
+
+
+def test_every_variable_the_code_reads_is_in_a_table_and_every_row_is_read():
+    from retfwheel.features import FEATURES, VARIABLES
+
+    switches = {f.env for f in FEATURES if f.env}  # read by name from the wheel's settings, never as a literal
+    others = {v.name for v in VARIABLES if "," not in v.name}  # RETF_PYTHON36, ...: a pattern
+    read = variables_read()
+    assert {name: where for name, where in read.items() if name not in others} == {}
+    assert others - set(read) == set()
+    assert switches & set(read) == set()
+
+
+def test_the_variable_scan_sees_each_way_of_reading_one():
+    assert _READ.findall('os.environ.get("RETF_A", "1"); os.environ["RETF_B"]; std::getenv("RETF_C")') == [
+        "RETF_A", "RETF_B", "RETF_C"]

@@ -87,7 +87,7 @@ def run_in(recipe, venv, code, **environ):
 @pytest.fixture(scope="module")
 def lazy_recipe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lazy-recipe")
-    text = (RECIPES / "emulated-py36-tf1api.toml").read_text().replace('v1_sparse_adam = "fused"', 'v1_sparse_adam = "lazy"')
+    text = (RECIPES / "emulated-py36-tf1api.toml").read_text().replace('sparse_adam = "fused"', 'sparse_adam = "lazy"')
     (folder / "emulated-py36-tf1api-lazy.toml").write_text(text)
     shutil.copy(RECIPES / "emulated-py36-tf1api.tensorflow-cpu-2.6.2.lock",
                 folder / "emulated-py36-tf1api-lazy.tensorflow-cpu-2.6.2.lock")
@@ -247,7 +247,7 @@ def test_adagrad_and_ftrl_take_the_fused_kernels_and_deeprec_names_need_their_sw
     assert report["FtrlOptimizer_ops"] == ["Retf>SparseApplyFtrlRef"]
     for name in ("AdamAsyncOptimizer", "AdagradDecayOptimizer"):
         assert f"tf.train.{name} is one of DeepRec's optimizers" in report[name]
-        assert "v1_deeprec_optimizers = true" in report[name]
+        assert "deeprec_optimizers = true" in report[name]
     assert report["provided"] == ["retf.train", "AdagradDecayOptimizer"]
     for name, op in (("AdamAsyncOptimizer", "Retf>SparseApplyAdamAsyncRef"),
                      ("AdagradDecayOptimizer", "Retf>SparseApplyAdagradDecayRef")):
@@ -408,7 +408,7 @@ print(json.dumps({"values": values, "error": error, "priorities": priorities,
 
 def test_decode_csv_takes_retfs_kernel_by_the_switch(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    ours = run_in(recipe, v1_venv, DECODE_CSV_PROBE)  # the recipe's v1_fast_decode_csv = true
+    ours = run_in(recipe, v1_venv, DECODE_CSV_PROBE)  # the recipe's fast_decode_csv = true
     stock = run_in(recipe, v1_venv, DECODE_CSV_PROBE, RETF_FAST_DECODE_CSV="0")
     assert ours["priorities"] == [0, 1] and stock["priorities"] == [0]
     assert ours["retf_ops"] == [] and stock["retf_ops"] == []  # the graph keeps TensorFlow's op

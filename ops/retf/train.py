@@ -181,7 +181,7 @@ class LazyAdamOptimizer(_FusedSparseAdam):
 class LazyAdamStandIn(LazyAdamOptimizer):
     """LazyAdamOptimizer under AdamOptimizer's default name, "Adam".
 
-    What `v1_sparse_adam = "lazy"` installs as tf.train.AdamOptimizer, and what the 1.x API mode's
+    What `sparse_adam = "lazy"` installs as tf.train.AdamOptimizer, and what the 1.x API mode's
     tf.contrib.opt.LazyAdamOptimizer is (TF 1.15's also defaults to the name "Adam"): slot variables
     keep AdamOptimizer's names, so a program's checkpoints restore either way.
     """

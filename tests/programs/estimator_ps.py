@@ -16,7 +16,7 @@ import tensorflow as tf
 tf.logging.set_verbosity(tf.logging.ERROR)
 MODEL_DIR, MAX_STEPS = sys.argv[1], int(sys.argv[2])
 CITIES = 20000
-LOOKUPS = {}  # the training graph's fused lookups (a wheel with v1_fused_embedding), by name: their devices
+LOOKUPS = {}  # the training graph's fused lookups (a wheel with fused_embedding), by name: their devices
 
 
 def input_fn():

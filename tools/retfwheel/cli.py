@@ -15,6 +15,8 @@ import click
 from retfwheel import __version__
 from retfwheel.cache import clear, ensure_writable, prune, usage
 from retfwheel.errors import InputFileError, RetfError, VerificationFailed
+from retfwheel.features import BY_KEY
+from retfwheel.features import reference as features_reference
 from retfwheel.native.elf import FAMILIES, format_version
 from retfwheel.native.inspection import (
     Inspection,
@@ -84,6 +86,14 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = _Context(debug)
 
 
+def _recipe(value: str):
+    """The recipe ``value`` names, with a warning line per deprecated spelling it uses."""
+    recipe = load_recipe(find_recipe(value))
+    for line in recipe.deprecations:
+        click.echo(f"warning: {line}", err=True)
+    return recipe
+
+
 _recipe_option = click.option("--recipe", "recipe_path", help="Target recipe: a built-in one's name (`retfwheel recipes`) or a .toml file.")
 
 
@@ -93,7 +103,7 @@ _recipe_option = click.option("--recipe", "recipe_path", help="Target recipe: a 
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def inspect(wheel: Path, recipe_path: str | None, as_json: bool) -> None:
     """Show what WHEEL needs from the machine it will run on."""
-    recipe = load_recipe(find_recipe(recipe_path)) if recipe_path else None
+    recipe = _recipe(recipe_path) if recipe_path else None
     inspection = inspect_wheel(wheel, recipe)
     made = installed_distributions(recipe, cache_root(None)) if recipe else None
     environment = {n: info["version"] for n, info in made[1].items()} if made and inspection.private_dependencies else None
@@ -202,7 +212,7 @@ def recipes(as_json: bool) -> None:
 def build(ctx: _Context, input_wheel: Path | None, recipe_path: str, out_dir: Path, dry_run: bool,
           report_path: Path | None, cache_dir: Path | None, python: Path | None, lock_dir: Path | None) -> None:
     """Rebuild INPUT_WHEEL (default: the recipe's [input]) for the recipe's target."""
-    recipe = load_recipe(find_recipe(recipe_path))
+    recipe = _recipe(recipe_path)
     if input_wheel is None:
         ctx.progress(f"fetching {recipe.input_requirement} for {recipe.target.python_tag} (cached after the first time)")
         input_wheel = fetch_default_input(recipe, _writable_cache(cache_dir), ctx.progress)
@@ -229,7 +239,7 @@ def build(ctx: _Context, input_wheel: Path | None, recipe_path: str, out_dir: Pa
 def lock(ctx: _Context, input_wheel: Path | None, recipe_path: str, python: Path | None, cache_dir: Path | None,
          lock_dir: Path | None) -> None:
     """Pin INPUT_WHEEL's requirement closure (hash-pinned) for the recipe's target."""
-    recipe = load_recipe(find_recipe(recipe_path))
+    recipe = _recipe(recipe_path)
     cache = _writable_cache(cache_dir)
     if input_wheel is None:
         input_wheel = fetch_default_input(recipe, cache, ctx.progress)
@@ -254,7 +264,7 @@ def verify(ctx: _Context, wheel: Path, recipe_path: str | None, scripts: tuple[P
     """Install WHEEL into a fresh copy of the recipe's old environment and prove it works there."""
     if recipe_path is None:
         raise click.UsageError("--recipe is required")
-    recipe = load_recipe(find_recipe(recipe_path))
+    recipe = _recipe(recipe_path)
     result = verify_wheel(wheel, recipe, _writable_cache(cache_dir), scripts=scripts, keep=keep_env, python=python,
                           progress=ctx.progress)
     if as_json:
@@ -285,7 +295,7 @@ def run(ctx: _Context, recipe_path: str | None, env_dir: Path | None, python: Pa
     """Run COMMAND in the recipe's emulated old environment (`python` means the environment's)."""
     if recipe_path is None:
         raise click.UsageError("--recipe is required")
-    recipe = load_recipe(find_recipe(recipe_path))
+    recipe = _recipe(recipe_path)
     base = prepare_environment(recipe, _writable_cache(cache_dir), python, ctx.progress)
     env = Environment(env_dir, env_dir / "bin" / "python", base.system_runtime) if env_dir else base
     if not env.python.exists():
@@ -304,11 +314,12 @@ def command_reference() -> str:
     """Every command with its usage, help and options, in Markdown, read from the commands themselves."""
     lines = ["# Command reference", "",
              "Every `retfwheel` command and option, generated from the commands themselves (`make reference`;",
-             "`tests/test_reference.py` fails when this page and the commands differ). The recipe format:",
-             "[recipes.md](recipes.md); the 1.x API's switches and environment variables: [guide.md](guide.md).", ""]
+             "`tests/test_reference.py` fails when this page and the code differ), then every switch and",
+             "environment variable, from their tables in `tools/retfwheel/features.py`. The recipe format:",
+             "[recipes.md](recipes.md); what the 1.x API's switches do, at length: [guide.md](guide.md).", ""]
     root = click.Context(cli, info_name="retfwheel", **cli.context_settings)
     _describe(cli, root, lines)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + features_reference())
 
 
 def _describe(command: click.Command, ctx: click.Context, lines: list[str]) -> None:
@@ -371,15 +382,8 @@ def _describe_step(step) -> str:
                 f"{' ' + step.suite if step.builder == 'debian-root' else ''}): -std={flags.std}, "
                 f"_GLIBCXX_USE_CXX11_ABI={flags.cxx11_abi}, EIGEN_MAX_ALIGN_BYTES={flags.eigen_align}")
     if isinstance(step, InjectBootstrap):
-        extra = (f"; the 1.x API, sparse Adam {step.v1_sparse_adam}, exports in TF 1.15's form" if step.api == "v1"
-                 else "")
-        extra += "; fused sparse Adagrad/FTRL" if step.v1_fused_sparse else ""
-        extra += "; fused embedding lookups" if step.v1_fused_embedding else ""
-        extra += "; retf weight gradients" if step.v1_fused_matmul_grad else ""
-        extra += "; retf's concat gradient (DIN's activation unit)" if step.v1_fused_concat_grad else ""
-        extra += "; retf's DecodeCSV kernel" if step.v1_fast_decode_csv else ""
-        extra += "; large blocks kept by the CPU allocator" if step.v1_large_block_allocator else ""
-        extra += "; DeepRec's optimizers" if step.v1_deeprec_optimizers else ""
+        extra = "; the 1.x API, exports in TF 1.15's form" if step.api == "v1" else ""
+        extra += "".join(f"; {words}" for key, value in step.features if (words := BY_KEY[key].describe(value)))
         return f"inject the bootstrap into {step.init_name}; conflicts: {step.conflicts}{extra}"
     return repr(step)
 

@@ -28,7 +28,6 @@ from retfwheel.stages.sharing import importable_names
 from retfwheel.targets.environment import Environment, emulated_command, prepare_environment
 from retfwheel.targets.recipe import Recipe
 from retfwheel.wheelfile.archive import MemberView, read_content
-from retfwheel.wheelfile.injection import API_BEGIN
 from retfwheel.wheelfile.wheel import read_wheel
 
 Progress = Callable[[str], None]
@@ -67,6 +66,7 @@ def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tupl
     """Run every check; a failed check is reported, never raised."""
     wheel_path = Path(wheel_path).resolve()  # pip runs from the environment's folder, not the caller's
     wheel = read_wheel(wheel_path)
+    settings = wheel_settings(wheel)
     for script in scripts:
         if not Path(script).is_file():
             raise InputFileError(f"{script}: no such script", hint="pass an existing Python file to --script")
@@ -80,7 +80,8 @@ def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tupl
     try:
         progress(f"copying the {recipe.name} environment")
         env = base.copy_to(folder)
-        checks = _run_checks(env, wheel_path, str(canonicalize_name(wheel.metadata_name)), wheel, probe, scripts, progress)
+        checks = _run_checks(env, wheel_path, str(canonicalize_name(wheel.metadata_name)), wheel, settings, probe, scripts,
+                             progress)
         if keep:  # the uninstall check removed it: leave the kept environment with the wheel installed
             _python(env, ["-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", str(wheel_path)])
     finally:
@@ -107,7 +108,8 @@ def _kept_folder(folder: Path) -> Path:
     return folder
 
 
-def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Path | None, scripts, progress: Progress) -> list[Check]:
+def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, settings: dict, probe: Path | None, scripts,
+                progress: Progress) -> list[Check]:
     checks: list[Check] = []
     before = _snapshot(env)
     pip = _python(env, ["-m", "pip", "--version"]).stdout.split()[1:2] or ["unknown"]
@@ -159,12 +161,12 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
                                   f"std::to_chars gave {extension.get('output')!r}" if extension.get("loaded") else extension.get("error", "")))
         ops = report.get("ops", {})
         if not ops.get("present"):
-            checks.append(Check("op library sparse update", "n/a" if wheel.archive.member("retf/__init__.py") is None else "FAIL",
+            checks.append(Check("op library sparse update", "FAIL" if settings.get("ops") else "n/a",
                                 ops.get("error", "the wheel ships no retf op library")))
         else:
             checks.append(_status("op library sparse update", ops.get("ok") is True,
                                   f"fused lazy Adam on duplicated rows, max error {ops.get('max_error'):.2e} vs NumPy"))
-    if _has_v1_api(wheel):
+    if settings.get("api") == "v1":
         progress("running a TensorFlow 1.15 program unchanged")
         with tempfile.TemporaryDirectory(prefix="retf-export-") as exports:
             program = _python(env, [_probe_script("tf1_program.py"), exports], emulate=True)
@@ -178,7 +180,7 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
                                       f"graph mode, feature columns + tf.layers + Adam: loss {losses[0]:.3f} -> {losses[1]:.3f}, "
                                       f"AUC {result.get('auc', 0):.3f}; tf.contrib explains its replacements"))
                 checks.append(_export_check(env, result.get("export", "")))
-    checks.append(_cluster_check(env, wheel, progress))
+    checks.append(_cluster_check(env, settings, progress))
     if wheel.archive.member("tensorflow/_retf_bootstrap.py") is not None:
         modules = environment_modules(before, name)
         checks.append(_imports_before(env, first_imports(modules, cxx_extension_modules(before, name, env.venv)),
@@ -200,10 +202,9 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, probe: Pat
     return checks
 
 
-def _cluster_check(env: Environment, wheel, progress: Progress) -> Check:
+def _cluster_check(env: Environment, settings: dict, progress: Progress) -> Check:
     """1 ps + 1 worker on localhost, sparse Adam over a partitioned table, the wheel's shipped settings."""
-    v1_api, ops = _has_v1_api(wheel), wheel.archive.member("retf/__init__.py") is not None
-    optimizer = "adam" if v1_api or not ops else "lazy"
+    optimizer = "adam" if settings.get("api") == "v1" or not settings.get("ops") else "lazy"
     progress(f"training on a local parameter-server cluster ({optimizer})")
     spec = json.dumps(cluster_spec({"ps": 1, "worker": 1}))
     python = str(env.python)
@@ -364,9 +365,19 @@ def _tf1_extensions_check(env: Environment, extensions: dict[str, tuple[str, ...
                       f"loading {sum(not e for e in explained)} of them does not say why"))
 
 
-def _has_v1_api(wheel) -> bool:
-    init = wheel.archive.member("tensorflow/__init__.py")
-    return init is not None and API_BEGIN.encode() in read_content(wheel.archive, init)
+def wheel_settings(wheel) -> dict:
+    """What a wheel does at run time (API, op library, switches), as its provenance records it; {} for a wheel
+    retfwheel did not make."""
+    if wheel.provenance is None:
+        return {}
+    try:
+        settings = json.loads(wheel.provenance).get("settings")
+    except (ValueError, AttributeError):
+        settings = None
+    if not isinstance(settings, dict):
+        raise InputFileError(f"{wheel.path}: its provenance ({wheel.dist_info}/retfwheel.json) records no settings: an "
+                             "older retfwheel made it", hint="rebuild it with this retfwheel, then verify it")
+    return settings
 
 
 def probe_extension(cache: Path, progress: Progress = lambda message: None) -> Path:

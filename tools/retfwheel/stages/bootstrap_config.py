@@ -2,7 +2,9 @@
 
 The bootstrap (bootstrap/retf_bootstrap.py, shipped in the wheel) declares the schema it reads as
 `SCHEMA = N`; a build refuses to ship a bootstrap whose schema differs from SCHEMA here, and the
-bootstrap refuses settings of another schema with an ImportError that says to rebuild.
+bootstrap refuses settings of another schema with an ImportError that says to rebuild. Each injected
+call has its settings here: BootstrapConfig for `run`, OpsSettings for `register_ops`, ApiSettings for
+`expose_v1_api`; the switches they read come from retfwheel.features, with their variables.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import ast
 from dataclasses import dataclass, field
 
 from retfwheel.errors import AuditError
+from retfwheel.features import DEFAULTS, block_settings
 
-# 3: "dist_info", "glibcxx_wanted", "glibcxx_needed_by" and each distribution's "metadata" folder; 2: per-distribution
-# routing ("distributions", "lazy"); 1 had "modules" and "namespaces"
-SCHEMA = 3
+# 4: the op library's and the 1.x API's settings are schema-checked too, their switches under "features" (each with
+# its variable); 3: "dist_info", "glibcxx_wanted", "glibcxx_needed_by" and each distribution's "metadata" folder;
+# 2: per-distribution routing ("distributions", "lazy"); 1 had "modules" and "namespaces"
+SCHEMA = 4
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,37 @@ class BootstrapConfig:
                                          for d in self.distributions]
             document["lazy"] = list(self.lazy)
         return document
+
+
+@dataclass(frozen=True)
+class OpsSettings:
+    """What `register_ops` reads: the op library, what it needs, and the switches acted on as it registers."""
+
+    label: str
+    library: str  # relative to site-packages
+    glibcxx: tuple[int, ...]  # what it needs: registered only where the process's libstdc++ provides it
+    libstdcxx: str | None = None  # the vendored runtime, for the message that names LD_PRELOAD
+    features: tuple[tuple[str, str], ...] = DEFAULTS
+    schema: int = field(default=SCHEMA)
+
+    def to_json(self) -> dict:
+        document: dict = {"schema": self.schema, "label": self.label, "library": self.library,
+                          "glibcxx": list(self.glibcxx), "features": block_settings(self.features, "ops")}
+        if self.libstdcxx:
+            document["libstdcxx"] = self.libstdcxx
+        return document
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """What `expose_v1_api` reads: the switches of the 1.x API."""
+
+    label: str
+    features: tuple[tuple[str, str], ...] = DEFAULTS
+    schema: int = field(default=SCHEMA)
+
+    def to_json(self) -> dict:
+        return {"schema": self.schema, "label": self.label, "features": block_settings(self.features, "api")}
 
 
 def check_bootstrap_schema(source: bytes, where: str) -> None:

@@ -14,9 +14,16 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from retfwheel.errors import RecipeError, WheelFormatError
+from retfwheel.features import BY_KEY
 from retfwheel.native.elf import ElfInfo
 from retfwheel.stages.audit import refuse_newer_glibc
-from retfwheel.stages.bootstrap_config import BootstrapConfig, Distribution, check_bootstrap_schema
+from retfwheel.stages.bootstrap_config import (
+    ApiSettings,
+    BootstrapConfig,
+    Distribution,
+    OpsSettings,
+    check_bootstrap_schema,
+)
 from retfwheel.stages.materialize import StepResults, VendoredResult
 from retfwheel.stages.oplib import OPS_LIBRARY
 from retfwheel.stages.plan import (
@@ -124,21 +131,15 @@ def contrib_files() -> dict[str, bytes]:
 
 def _bootstrap_notes(step: InjectBootstrap) -> list[str]:
     notes = [f"bootstrap injected into {step.init_name} ({BOOTSTRAP_MODULE})"]
+    chosen = [BY_KEY[key].describe(value) for key, value in step.features]
     if step.ops_library:
-        notes.append(f"{step.ops_library} registered while `import tensorflow` runs (RETF_OPS=0 leaves it out)"
-                     + ("; TensorFlow's CPU allocator keeps large blocks" if step.v1_large_block_allocator else ""))
+        notes.append(f"{step.ops_library} registered while `import tensorflow` runs (RETF_OPS=0 leaves it out)")
     if step.api == "v1":
         notes.append("`import tensorflow` exposes the TF 1.x API with 1.x behaviour (RETF_API=2 keeps 2.x); "
-                     f"tf.contrib explains its replacements; sparse Adam: {step.v1_sparse_adam}"
-                     + ("; fused sparse Adagrad and FTRL" if step.v1_fused_sparse else "")
-                     + ("; fused tf.nn.embedding_lookup_sparse" if step.v1_fused_embedding else "")
-                     + ("; small weights' MatMul gradients in retf's transposed product" if step.v1_fused_matmul_grad
-                        else "")
-                     + ("; DIN's activation-unit concat gradient in one retf kernel" if step.v1_fused_concat_grad
-                        else "")
-                     + ("; DecodeCSV in retf's kernel" if step.v1_fast_decode_csv else "")
-                     + ("; DeepRec's AdamAsync and AdagradDecay optimizers" if step.v1_deeprec_optimizers else "")
-                     + f"; exports in TF 1.15's form, checked by {TF115_CHECK_SCRIPT} (RETF_TF115_EXPORTS=0 keeps 2.x's)")
+                     f"tf.contrib explains its replacements; exports in TF 1.15's form, checked by {TF115_CHECK_SCRIPT} "
+                     "(RETF_TF115_EXPORTS=0 keeps 2.x's)")
+    if any(chosen):
+        notes.append("switches: " + "; ".join(words for words in chosen if words))
     if step.runtime_env:
         notes.append("runtime defaults: " + ", ".join(f"{k}={v}" for k, v in step.runtime_env))
     return notes
@@ -193,21 +194,11 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: Bootstrap
     try:
         patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config.to_json()), step.init_name)
         if step.ops_library:  # before the 1.x API block, which picks sparse Adam by whether they are registered
-            # glibcxx: what the library needs; registered only where the process's libstdc++ provides it
-            ops = {"library": step.ops_library, "label": config.label, "glibcxx": list(ops_needs or ()),
-                   "v1_large_block_allocator": int(step.v1_large_block_allocator)}
-            if config.libstdcxx:
-                ops["libstdcxx"] = config.libstdcxx
-            patched = append(patched, ops_block(BOOTSTRAP_MODULE, ops), step.init_name)
+            ops = OpsSettings(config.label, step.ops_library, tuple(ops_needs or ()), config.libstdcxx, step.features)
+            patched = append(patched, ops_block(BOOTSTRAP_MODULE, ops.to_json()), step.init_name)
         if step.api == "v1":
-            # 0/1, not true/false: the block is Python source, its config a JSON literal that must also be Python's
-            api = {"v1_sparse_adam": step.v1_sparse_adam, "v1_fused_sparse": int(step.v1_fused_sparse),
-                   "v1_fused_embedding": int(step.v1_fused_embedding),
-                   "v1_fused_matmul_grad": int(step.v1_fused_matmul_grad),
-                   "v1_fused_concat_grad": int(step.v1_fused_concat_grad),
-                   "v1_fast_decode_csv": int(step.v1_fast_decode_csv),
-                   "v1_deeprec_optimizers": int(step.v1_deeprec_optimizers), "label": config.label}
-            patched = append(patched, api_block(BOOTSTRAP_MODULE, api), step.init_name)
+            api = ApiSettings(config.label, step.features)
+            patched = append(patched, api_block(BOOTSTRAP_MODULE, api.to_json()), step.init_name)
     except InjectionError as exc:
         raise WheelFormatError(str(exc)) from exc
     members = [

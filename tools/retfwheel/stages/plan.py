@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from retfwheel.errors import AlreadyProcessedError, RecipeError, TargetMismatchError, WheelFormatError
+from retfwheel.features import DEFAULTS
 from retfwheel.manylinux import installable_platforms, load_policies
 from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.inspection import Inspection, require_tensorflow
@@ -89,16 +90,9 @@ class InjectBootstrap:
     scripts: dict[str, str]  # vendored console script -> published name
     environment_scripts: tuple[str, ...]  # never claimed: the target environment owns them
     api: str = "v2"
-    v1_sparse_adam: str = "dense"
     runtime_env: tuple[tuple[str, str], ...] = ()
     ops_library: str | None = None  # registered while `import tensorflow` runs, when the wheel ships it
-    v1_fused_sparse: bool = False
-    v1_deeprec_optimizers: bool = False
-    v1_fused_embedding: bool = False
-    v1_fused_matmul_grad: bool = False
-    v1_fast_decode_csv: bool = False
-    v1_large_block_allocator: bool = False
-    v1_fused_concat_grad: bool = False
+    features: tuple[tuple[str, str], ...] = DEFAULTS  # the switches (retfwheel.features), as the recipe sets them
 
 
 @dataclass(frozen=True)
@@ -124,6 +118,10 @@ class BuildPlan:
     steps: tuple[object, ...]
     changes: tuple[str, ...]
     source_wheel_file: bytes
+    # what the wheel does at run time, recorded in its provenance for `verify` and for readers
+    api: str = "v2"
+    ops: bool = False  # ships the retf op library
+    features: tuple[tuple[str, str], ...] = DEFAULTS
 
     @property
     def record_path(self) -> str:
@@ -174,17 +172,10 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
                 recipe.conflicts,
                 dict(recipe.deps.scripts or {}) if recipe.deps else {},
                 recipe.deps.environment_scripts if recipe.deps else (),
-                recipe.api,
-                recipe.v1_sparse_adam,
-                tuple(sorted((recipe.runtime_env or {}).items())),
-                OPS_LIBRARY if recipe.ops.build else None,
-                recipe.v1_fused_sparse,
-                recipe.v1_deeprec_optimizers,
-                recipe.v1_fused_embedding,
-                recipe.v1_fused_matmul_grad,
-                recipe.v1_fast_decode_csv,
-                recipe.v1_large_block_allocator,
-                recipe.v1_fused_concat_grad,
+                api=recipe.api,
+                runtime_env=tuple(sorted((recipe.runtime_env or {}).items())),
+                ops_library=OPS_LIBRARY if recipe.ops.build else None,
+                features=recipe.features,
             )
         )
         patched = {init_name, entry_points}
@@ -227,6 +218,9 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
         steps=tuple(steps),
         changes=tuple(changes),
         source_wheel_file=wheel.wheel_file,
+        api=recipe.api,
+        ops=recipe.ops.build,
+        features=recipe.features,
     )
     return with_tags(plan, platforms)
 
@@ -385,5 +379,6 @@ def _provenance(plan: BuildPlan) -> bytes:
         },
         "output": {"name": plan.name, "version": plan.version, "tags": list(plan.tags)},
         "changes": list(plan.changes),
+        "settings": {"api": plan.api, "ops": plan.ops, "features": dict(plan.features)},
     }
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8")

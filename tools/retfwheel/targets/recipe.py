@@ -19,6 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from retfwheel.errors import RecipeError
+from retfwheel.features import BY_KEY, DEFAULTS, FEATURES, Feature
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -126,29 +127,19 @@ class Recipe:
     environment: EnvironmentSpec | None = None
     ops: OpsSpec = OpsSpec(False, "host")
     api: str = "v2"  # "v1": `import tensorflow` gives the TF 1.x API with 1.x behaviour
-    # How tf.train.AdamOptimizer applies sparse gradients: "dense" (TensorFlow's own ops), "fused" (the same
-    # dense semantics in one retf kernel), "lazy" (only the named rows, retf's fused lazy kernel)
-    v1_sparse_adam: str = "dense"
-    # tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels (same results)
-    v1_fused_sparse: bool = False
-    # tf.nn.embedding_lookup_sparse (so feature columns' embeddings) runs retf's fused lookup where it applies
-    v1_fused_embedding: bool = False
-    # a small weight's MatMul gradient (a^T g) comes from retf's transposed product (retf.ops.transposed_matmul)
-    v1_fused_matmul_grad: bool = False
-    # the gradient of a concat of x, y, x - y and x * y (DIN's activation unit) comes from one retf kernel
-    v1_fused_concat_grad: bool = False
-    # DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel: TensorFlow's results, faster
-    v1_fast_decode_csv: bool = False
-    # TensorFlow's CPU allocator keeps freed blocks of 1 MiB or more for reuse (retf's large-block allocator)
-    v1_large_block_allocator: bool = False
-    # tf.train.AdamAsyncOptimizer and AdagradDecayOptimizer (DeepRec's optimizers) exist in the 1.x API
-    v1_deeprec_optimizers: bool = False
+    # the switches ([features]), every row of retfwheel.features.FEATURES with its value as the settings spell it
+    features: tuple[tuple[str, str], ...] = DEFAULTS
+    deprecations: tuple[str, ...] = ()  # one line per deprecated spelling the file uses, for the CLI to show
     runtime_env: dict[str, str] | None = None  # environment defaults the bootstrap sets before TF loads
 
     @property
     def api_requirements(self) -> tuple[str, ...]:
         """What the produced wheel's API mode needs beyond the input's own requirements."""
         return API_REQUIREMENTS.get(self.api, ())
+
+    def feature(self, key: str) -> str:
+        """The value of switch ``key`` (a row of retfwheel.features.FEATURES)."""
+        return dict(self.features)[key]
 
 
 # The 1.x API's tf.contrib.layers, .framework and .slim are tf_slim, the maintained port of TF 1.15's
@@ -310,11 +301,14 @@ def _tag_list(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+TOP_LEVEL_KEYS = ("description", "api", "target", "input", "output", "libstdcxx", "deps", "bootstrap", "environment",
+                  "ops", "features", "runtime_env")
+
+
 def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
     c = _Checker(path)
-    c.unknown(data, ("description", "api", "v1_sparse_adam", "v1_fused_sparse", "v1_fused_embedding", "v1_fused_matmul_grad", "v1_fused_concat_grad", "v1_fast_decode_csv", "v1_large_block_allocator", "v1_deeprec_optimizers", "target", "input", "output", "libstdcxx", "deps", "bootstrap",
-                     "environment", "ops", "runtime_env"), "top level:")
+    c.unknown(data, TOP_LEVEL_KEYS + tuple(f.old_key for f in FEATURES), "top level:")
     t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
     python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
     implementation = c.get(t, "target", "implementation", _string(re.compile(r"^cp$"), '"cp" (CPython)'), "cp")
@@ -349,22 +343,7 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     )
 
     api = c.get(data, "top level", "api", _choice("v1", "v2"), "v2")
-    sparse_adam = c.get(data, "top level", "v1_sparse_adam", _choice("dense", "fused", "lazy"), "dense")
-    if sparse_adam in ("fused", "lazy") and (api != "v1" or not ops.build):
-        c.problem("top level: v1_sparse_adam =", f'"{sparse_adam}" needs api = "v1" and [ops] build = true (a retf kernel)')
-    fused_sparse = bool(c.get(data, "top level", "v1_fused_sparse", _boolean, False))
-    fused_embedding = bool(c.get(data, "top level", "v1_fused_embedding", _boolean, False))
-    fused_matmul_grad = bool(c.get(data, "top level", "v1_fused_matmul_grad", _boolean, False))
-    fused_concat_grad = bool(c.get(data, "top level", "v1_fused_concat_grad", _boolean, False))
-    fast_decode_csv = bool(c.get(data, "top level", "v1_fast_decode_csv", _boolean, False))
-    large_blocks = bool(c.get(data, "top level", "v1_large_block_allocator", _boolean, False))
-    deeprec = bool(c.get(data, "top level", "v1_deeprec_optimizers", _boolean, False))
-    for key, on in (("v1_fused_sparse", fused_sparse), ("v1_fused_embedding", fused_embedding),
-                    ("v1_fused_matmul_grad", fused_matmul_grad), ("v1_fused_concat_grad", fused_concat_grad),
-                    ("v1_fast_decode_csv", fast_decode_csv),
-                    ("v1_large_block_allocator", large_blocks), ("v1_deeprec_optimizers", deeprec)):
-        if on and (api != "v1" or not ops.build):
-            c.problem(f"top level: {key} = true", 'needs api = "v1" and [ops] build = true (retf kernels)')
+    features, deprecations = _features(c, data, api == "v1" and ops.build)
     runtime_env = data.get("runtime_env", {})
     if not isinstance(runtime_env, dict) or not all(isinstance(k, str) and re.match(r"^[A-Z_][A-Z0-9_]*$", k) and isinstance(v, str)
                                                     for k, v in runtime_env.items()):
@@ -387,16 +366,43 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
         environment=environment,
         ops=ops,
         api=api,
-        v1_sparse_adam=sparse_adam,
-        v1_fused_sparse=fused_sparse,
-        v1_fused_embedding=fused_embedding,
-        v1_fused_matmul_grad=fused_matmul_grad,
-        v1_fused_concat_grad=fused_concat_grad,
-        v1_fast_decode_csv=fast_decode_csv,
-        v1_large_block_allocator=large_blocks,
-        v1_deeprec_optimizers=deeprec,
+        features=features,
+        deprecations=deprecations,
         runtime_env=dict(runtime_env),
     )
+
+
+def _features(c: _Checker, data: dict, kernels: bool) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The switches' values ([features], or a deprecated top-level v1_<key>), and a line per deprecated key."""
+    table = c.table(data, "features", tuple(BY_KEY), required=False)
+    values: list[tuple[str, str]] = []
+    deprecations: list[str] = []
+    for feature in FEATURES:
+        given = [(f"[features] {feature.key}", table[feature.key])] if feature.key in table else []
+        if feature.old_key in data:
+            given.append((f"top level: {feature.old_key}", data[feature.old_key]))
+        if len(given) == 2:
+            c.problem(f"top level: {feature.old_key}", f"and [features] {feature.key} both set it; keep [features] {feature.key}")
+        values.append((feature.key, _feature_value(c, feature, given[-1] if given else None, kernels)))
+        if feature.old_key in data and len(given) == 1:
+            deprecations.append(f"{c.path}: top-level {feature.old_key} is deprecated; write it as {feature.key} = "
+                                f"{feature.recipe_text(values[-1][1])} in [features] (the old key is read for one more "
+                                "release)")
+    return tuple(values), tuple(deprecations)
+
+
+def _feature_value(c: _Checker, feature: Feature, given: tuple[str, Any] | None, kernels: bool) -> str:
+    if given is None:
+        return feature.default
+    where, raw = given
+    try:
+        value = feature.from_recipe(raw)
+    except ValueError as exc:
+        c.problem(f"{where} =", f"{raw!r}: {exc}")
+        return feature.default
+    if value != feature.default and not kernels:
+        c.problem(f"{where} = {feature.recipe_text(value)}", f"needs {feature.needs} (retf kernels)")
+    return value
 
 
 def _choice(*choices: str) -> Callable[[Any], str]:

@@ -1,0 +1,152 @@
+"""The switches a produced wheel acts on, and the environment variables it and the tool read: one table each.
+
+A switch is declared once, as a row of FEATURES: its key in a recipe's [features] table and in the
+wheel's settings, the environment variable that overrides the build's choice in one process, its
+values and default, what it needs, and its words for the build summary and the reference page.
+The recipe is validated against the rows, the build writes every switch's value into the settings
+the bootstrap reads (with the variable's name, so the bootstrap declares none of them) and into the
+wheel's provenance, `verify` reads them back from the provenance, and docs/reference.md is
+generated from the rows. Adding a switch is one row plus the code that acts on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ON_OFF = ("0", "1")  # a recipe writes false / true
+
+
+@dataclass(frozen=True)
+class Feature:
+    key: str  # in [features] of a recipe and in the wheel's settings
+    env: str | None  # the variable that overrides the build's choice in one process (None: the build's choice only)
+    choices: tuple[str, ...]  # the values, as the wheel's settings and the variable spell them
+    default: str
+    block: str  # the injected call that reads it: "api" (expose_v1_api) or "ops" (register_ops)
+    summary: str  # what a non-default value does, for the reference page and the bootstrap's messages
+    note: str  # the build summary's words for a non-default value ({value}: the value)
+    needs: str = 'api = "v1" and [ops] build = true'  # what a non-default value needs
+
+    @property
+    def old_key(self) -> str:
+        """The top-level recipe key it had before [features] (still read, with a deprecation line)."""
+        return f"v1_{self.key}"
+
+    @property
+    def on_off(self) -> bool:
+        return self.choices == ON_OFF
+
+    def from_recipe(self, value: object) -> str:
+        """The settings text of a recipe's value; ValueError if the row does not take it."""
+        if self.on_off:
+            if not isinstance(value, bool):
+                raise ValueError("expected true or false")
+            return "1" if value else "0"
+        if value not in self.choices:
+            raise ValueError("expected " + " or ".join(f'"{c}"' for c in self.choices))
+        return str(value)
+
+    def recipe_text(self, value: str) -> str:
+        """How a recipe writes ``value``."""
+        if self.on_off:
+            return "true" if value == "1" else "false"
+        return f'"{value}"'
+
+    def describe(self, value: str) -> str:
+        """The build summary's words for ``value``; empty for the default."""
+        return "" if value == self.default else self.note.format(value=value)
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("sparse_adam", "RETF_SPARSE_ADAM", ("dense", "fused", "lazy"), "dense", "api",
+            "how tf.train.AdamOptimizer applies sparse gradients: TensorFlow's ops (dense), the same results in one "
+            "retf kernel (fused), or only the named rows (lazy, DeepRec's semantics)",
+            "sparse Adam {value}"),
+    Feature("fused_sparse", "RETF_FUSED_SPARSE", ON_OFF, "0", "api",
+            "tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels",
+            "fused sparse Adagrad and FTRL"),
+    Feature("fused_embedding", "RETF_FUSED_EMBEDDING", ON_OFF, "0", "api",
+            "tf.nn.embedding_lookup_sparse (so feature columns' embeddings) runs retf's fused lookup",
+            "fused tf.nn.embedding_lookup_sparse"),
+    Feature("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD", ON_OFF, "0", "api",
+            "a small weight's MatMul gradient comes from retf's transposed product",
+            "small weights' MatMul gradients in retf's transposed product"),
+    Feature("fused_concat_grad", "RETF_FUSED_CONCAT_GRAD", ON_OFF, "0", "api",
+            "the gradient of a concat of x, y, x - y and x * y (DIN's activation unit) comes from one retf kernel",
+            "DIN's activation-unit concat gradient in one retf kernel"),
+    Feature("fast_decode_csv", "RETF_FAST_DECODE_CSV", ON_OFF, "0", "api",
+            "DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel: TensorFlow's results, faster",
+            "DecodeCSV in retf's kernel"),
+    Feature("large_block_allocator", "RETF_LARGE_BLOCK_ALLOCATOR", ON_OFF, "0", "ops",
+            "TensorFlow's CPU allocator keeps freed blocks of 1 MiB or more for reuse (retf's large-block allocator)",
+            "TensorFlow's CPU allocator keeps large blocks"),
+    Feature("deeprec_optimizers", None, ON_OFF, "0", "api",
+            "tf.train.AdamAsyncOptimizer and AdagradDecayOptimizer (DeepRec's optimizers) exist in the 1.x API",
+            "DeepRec's AdamAsync and AdagradDecay optimizers"),
+)
+
+BY_KEY = {feature.key: feature for feature in FEATURES}
+DEFAULTS: tuple[tuple[str, str], ...] = tuple((feature.key, feature.default) for feature in FEATURES)
+
+
+def block_settings(values: tuple[tuple[str, str], ...], block: str) -> dict[str, dict]:
+    """The switches one injected block reads, as its settings carry them: value, variable and values (a switch
+    ``values`` leaves out has its default)."""
+    chosen = {**dict(DEFAULTS), **dict(values)}
+    return {f.key: {"value": chosen[f.key], "default": f.default, "env": f.env or "", "choices": list(f.choices),
+                    "what": f.summary}
+            for f in FEATURES if f.block == block}
+
+
+@dataclass(frozen=True)
+class Variable:
+    """An environment variable read outside the switch rows: by the wheel at run time, or by the tool."""
+
+    name: str
+    values: str
+    read_by: str  # where it is read
+    summary: str
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("RETF_BOOTSTRAP", "0", "the wheel", "0: the bootstrap does nothing (no private runtime, dependencies, "
+             "op library or 1.x API)"),
+    Variable("RETF_BOOTSTRAP_DEBUG", "1", "the wheel", "1: log each bootstrap decision and its time to stderr"),
+    Variable("RETF_RUNTIME_DEFAULTS", "0", "the wheel", "0: leave the build's [runtime_env] defaults out of the "
+             "environment (a variable the user set always wins)"),
+    Variable("RETF_API", "2", "the wheel", "2: in a 1.x API build, keep TensorFlow 2.x's API"),
+    Variable("RETF_OPS", "0", "the wheel", "0: leave the retf op library unregistered; every switch falls back to "
+             "TensorFlow's own ops"),
+    Variable("RETF_TF115_EXPORTS", "0", "the wheel", "0: in a 1.x API build, write SavedModels and graphs in "
+             "TensorFlow 2.x's form instead of TF 1.15's"),
+    Variable("RETF_SPLIT_DENSE_ADAM", "0 or 1", "the wheel (retf.train)", "1: fused sparse Adam decays the rows a "
+             "gradient does not name in an op of their own, early in the step"),
+    Variable("RETF_TRANSPOSED_MATMUL_ISA", "avx512, fma, avx or plain", "the wheel (the op library)",
+             "caps the instruction set of retf's transposed product (default: the best the CPU has)"),
+    Variable("RETFWHEEL_CACHE_DIR", "a folder", "the tool", "where downloads, environments and compiled op libraries "
+             "are cached (default: $XDG_CACHE_HOME/retfwheel, else ~/.cache/retfwheel)"),
+    Variable("RETF_PYTHON36, RETF_PYTHON37, ...", "an interpreter", "the tool", "the target interpreter for a "
+             "recipe's Python version, where --python is not given (then pyenv, then PATH)"),
+    Variable("RETF_PROBE_EXTENSION", "a file", "the tool (verify)", "a prebuilt GLIBCXX_3.4.29 probe extension, "
+             "for machines whose compiler cannot build it"),
+)
+
+
+def reference() -> list[str]:
+    """The switches and variables as Markdown, for docs/reference.md."""
+    lines = ["## Switches", "",
+             "A recipe sets them in its `[features]` table (on/off switches take `true` or `false`); the build writes "
+             "them into the wheel's settings and its provenance (`retfwheel.json`, `settings`). Where a switch has a "
+             "variable, setting it overrides the build's choice in that process. Any value but the default runs retf "
+             "kernels: it needs `api = \"v1\"` and `[ops] build = true`, and with `RETF_OPS=0` a switch with a variable "
+             "falls back to its default.", "",
+             "| `[features]` key | variable | values | default | what a non-default value does |", "|---|---|---|---|---|"]
+    for f in FEATURES:
+        values = "`true`, `false`" if f.on_off else ", ".join(f"`\"{c}\"`" for c in f.choices)
+        variable = f"`{f.env}`" if f.env else "(none: the build's choice)"
+        lines.append(f"| `{f.key}` | {variable} | {values} | `{f.recipe_text(f.default)}` | {f.summary} |")
+    lines += ["", "## Environment variables", "",
+              "Besides the switches' variables:", "",
+              "| variable | values | read by | what it does |", "|---|---|---|---|"]
+    lines += [f"| `{v.name}` | {v.values} | {v.read_by} | {v.summary} |" for v in VARIABLES]
+    return lines + [""]
