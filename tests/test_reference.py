@@ -57,3 +57,36 @@ def test_every_variable_the_code_reads_is_in_a_table_and_every_row_is_read():
 def test_the_variable_scan_sees_each_way_of_reading_one():
     assert _READ.findall('os.environ.get("RETF_A", "1"); os.environ["RETF_B"]; std::getenv("RETF_C")') == [
         "RETF_A", "RETF_B", "RETF_C"]
+
+
+RECIPES_PAGE = REPO / "docs" / "recipes.md"
+
+
+def keys_shown() -> dict[str, set[str]]:
+    """{table: keys} the recipe example of docs/recipes.md shows, set or as a commented-out alternative."""
+    import tomllib
+
+    text = RECIPES_PAGE.read_text().split("```toml\n", 1)[1].split("\n```", 1)[0]
+    shown: dict[str, set[str]] = {}
+
+    def collect(table: dict, prefix: str) -> None:
+        for key, value in table.items():
+            shown.setdefault(prefix.rstrip("."), set()).add(key)
+            if isinstance(value, dict) and (prefix or key != "runtime_env"):
+                collect(value, f"{prefix}{key}.")
+
+    collect(tomllib.loads(text), "")
+    section = ""
+    for line in text.splitlines():
+        if header := re.match(r"^\[([a-z_.]+)\]", line):
+            section = header.group(1)
+        elif commented := re.match(r"^# ([a-z_]+) = ", line):
+            shown.setdefault(section, set()).add(commented.group(1))
+    return shown
+
+
+def test_the_recipe_page_shows_every_key_a_recipe_may_hold():
+    from retfwheel.targets.recipe import KEYS
+
+    shown = keys_shown()
+    assert {table: set(keys) for table, keys in KEYS.items()} == {table: shown.get(table, set()) for table in KEYS}

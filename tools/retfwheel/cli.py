@@ -312,11 +312,11 @@ def reference() -> None:
 
 def command_reference() -> str:
     """Every command with its usage, help and options, in Markdown, read from the commands themselves."""
-    lines = ["# Command reference", "",
+    lines = ["# Reference", "",
              "Every `retfwheel` command and option, generated from the commands themselves (`make reference`;",
              "`tests/test_reference.py` fails when this page and the code differ), then every switch and",
-             "environment variable, from their tables in `tools/retfwheel/features.py`. The recipe format:",
-             "[recipes.md](recipes.md); what the 1.x API's switches do, at length: [guide.md](guide.md).", ""]
+             "environment variable, from their tables in `tools/retfwheel/features.py`. The recipe format, every",
+             "key: [recipes.md](recipes.md); what the 1.x API's switches do, at length: [guide.md](guide.md).", ""]
     root = click.Context(cli, info_name="retfwheel", **cli.context_settings)
     _describe(cli, root, lines)
     return "\n".join(lines + features_reference())

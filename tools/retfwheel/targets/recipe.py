@@ -301,15 +301,29 @@ def _tag_list(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-TOP_LEVEL_KEYS = ("description", "api", "target", "input", "output", "libstdcxx", "deps", "bootstrap", "environment",
-                  "ops", "features", "runtime_env")
+# Every key a recipe may hold, by table ("": the top level): the validator refuses any other, and
+# tests/test_reference.py checks that docs/recipes.md shows each.
+KEYS: dict[str, tuple[str, ...]] = {
+    "": ("description", "api", "runtime_env", "target", "input", "output", "libstdcxx", "deps", "bootstrap", "ops",
+         "features", "environment"),
+    "target": ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"),
+    "input": ("requirement",),
+    "output": ("name", "local_version", "platform", "extra_platform_tags"),
+    "libstdcxx": ("source", "vendor", "compiler", "path", "package", "version", "suite", "sha256"),
+    "deps": ("vendor", "lock", "leave", "scripts", "environment_scripts"),
+    "bootstrap": ("conflicts",),
+    "ops": ("build", "builder", "compiler", "suite"),
+    "features": tuple(BY_KEY),
+    "environment": ("packages", "upgrades", "system_libstdcxx", "docker", "pip"),
+    "environment.system_libstdcxx": ("package", "version", "suite", "sha256"),
+}
 
 
 def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     """Turn parsed TOML into a Recipe, or raise RecipeError with every problem found."""
     c = _Checker(path)
-    c.unknown(data, TOP_LEVEL_KEYS + tuple(f.old_key for f in FEATURES), "top level:")
-    t = c.table(data, "target", ("python", "implementation", "abi", "arch", "glibc", "glibcxx", "cxxabi", "gcc"))
+    c.unknown(data, KEYS[""] + tuple(f.old_key for f in FEATURES), "top level:")
+    t = c.table(data, "target", KEYS["target"])
     python = c.get(t, "target", "python", _python, expect='e.g. "3.6"')
     implementation = c.get(t, "target", "implementation", _string(re.compile(r"^cp$"), '"cp" (CPython)'), "cp")
     default_abi = f"cp{python[0]}{python[1]}{'m' if python < (3, 8) else ''}" if python else None
@@ -320,10 +334,10 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     cxxabi = c.get(t, "target", "cxxabi", _version, expect="newest CXXABI_ version, e.g. \"1.3.11\"")
     gcc = c.get(t, "target", "gcc", _version, expect="newest GCC_ version of libgcc_s, e.g. \"7.0.0\"")
 
-    i = c.table(data, "input", ("requirement",), required=False)
+    i = c.table(data, "input", KEYS["input"], required=False)
     requirement = c.get(i, "input", "requirement", _requirement, None)
 
-    o = c.table(data, "output", ("name", "local_version", "platform", "extra_platform_tags"))
+    o = c.table(data, "output", KEYS["output"])
     name = c.get(o, "output", "name", _string(_DIST_NAME, "a distribution name like \"tensorflow\""))
     local = c.get(o, "output", "local_version", _string(_LOCAL_LABEL, "a local version label like \"retf.py36\""))
     platform = c.get(o, "output", "platform", _string(_PLATFORM_TAG, "\"auto\" or a platform tag"), "auto")
@@ -331,10 +345,10 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
     description = c.get(data, "top level", "description", _string(None, "a string"), "")
     runtime = _runtime_spec(c, data, path)
     deps = _deps_spec(c, data, path)
-    b = c.table(data, "bootstrap", ("conflicts",), required=False)
+    b = c.table(data, "bootstrap", KEYS["bootstrap"], required=False)
     conflicts = c.get(b, "bootstrap", "conflicts", _choice("error", "warn"), "error")
     environment = _environment_spec(c, data)
-    o2 = c.table(data, "ops", ("build", "builder", "compiler", "suite"), required=False)
+    o2 = c.table(data, "ops", KEYS["ops"], required=False)
     ops = OpsSpec(
         bool(c.get(o2, "ops", "build", _boolean, True)) if o2 else False,
         c.get(o2, "ops", "builder", _choice("host", "debian-root"), "host") or "host",
@@ -374,7 +388,7 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
 
 def _features(c: _Checker, data: dict, kernels: bool) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """The switches' values ([features], or a deprecated top-level v1_<key>), and a line per deprecated key."""
-    table = c.table(data, "features", tuple(BY_KEY), required=False)
+    table = c.table(data, "features", KEYS["features"], required=False)
     values: list[tuple[str, str]] = []
     deprecations: list[str] = []
     for feature in FEATURES:
@@ -436,7 +450,7 @@ _DEBIAN_KEYS = (
 
 
 def _runtime_spec(c: _Checker, data: dict, path: Path) -> RuntimeSpec:
-    t = c.table(data, "libstdcxx", ("source", "vendor", "compiler", "path", "package", "version", "suite", "sha256"), required=False)
+    t = c.table(data, "libstdcxx", KEYS["libstdcxx"], required=False)
     source = c.get(t, "libstdcxx", "source", _choice("none", "toolchain", "file", "debian"), "none")
     vendor = c.get(t, "libstdcxx", "vendor", _choice("auto", "always"), "auto")
     compiler = c.get(t, "libstdcxx", "compiler", _string(None, "a compiler command"), "g++")
@@ -464,7 +478,7 @@ def _requirements(value: Any) -> tuple[str, ...]:
 
 
 def _environment_spec(c: _Checker, data: dict) -> EnvironmentSpec | None:
-    t = c.table(data, "environment", ("packages", "upgrades", "system_libstdcxx", "docker", "pip"), required=False)
+    t = c.table(data, "environment", KEYS["environment"], required=False)
     if not t:
         return None
     packages = c.get(t, "environment", "packages", _requirements, ())
@@ -475,7 +489,7 @@ def _environment_spec(c: _Checker, data: dict) -> EnvironmentSpec | None:
         if not isinstance(raw, dict):
             c.problem("[environment] system_libstdcxx", "must be a table { package, version, suite, sha256 }")
         else:
-            c.unknown(raw, ("package", "version", "suite", "sha256"), "[environment.system_libstdcxx]")
+            c.unknown(raw, KEYS["environment.system_libstdcxx"], "[environment.system_libstdcxx]")
             values = {}
             for key, pattern, expect in _DEBIAN_KEYS:
                 default = "libstdc++6" if key == "package" else ...
@@ -489,7 +503,7 @@ def _environment_spec(c: _Checker, data: dict) -> EnvironmentSpec | None:
 
 
 def _deps_spec(c: _Checker, data: dict, path: Path) -> DepsSpec | None:
-    t = c.table(data, "deps", ("vendor", "lock", "leave", "scripts", "environment_scripts"), required=False)
+    t = c.table(data, "deps", KEYS["deps"], required=False)
     if not t:
         return None
     vendor = c.get(t, "deps", "vendor", _boolean, True)
