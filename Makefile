@@ -31,7 +31,7 @@ test: setup
 # Types and lint (rules in pyproject.toml): mypy on the tool, ruff on every Python file.
 lint: setup
 	$(BIN)/mypy tools/retfwheel
-	$(BIN)/ruff check tools tests bench probes bootstrap contrib ops
+	$(BIN)/ruff check tools tests bench runtime
 
 # docs/reference.md from the commands themselves (tests/test_reference.py checks it).
 reference: setup

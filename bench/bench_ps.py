@@ -3,7 +3,7 @@
     python bench/bench_ps.py                       # build + verify the wheel first (~2 min)
     python bench/bench_ps.py --env /tmp/k1/venv    # a venv kept by `retfwheel verify --keep-env /tmp/k1`
 
-One program (probes/ps_worker.py, TF 1.x: replica_device_setter, a 500,000 x 16
+One program (runtime/probes/ps_worker.py, TF 1.x: replica_device_setter, a 500,000 x 16
 embedding table split over 2 ps by fixed_size_partitioner(2), MonitoredTrainingSession) runs on a
 localhost cluster of 2 ps (import tensorflow, Server.join) + 2 asynchronous workers, on these sides:
   TF 1.15.5, adam        tf.train.AdamOptimizer, TensorFlow's dense update of every row each step
@@ -36,7 +36,7 @@ from retfwheel.targets.environment import Environment, emulated_command, prepare
 from retfwheel.targets.fetch import cache_root  # noqa: E402
 from retfwheel.targets.recipe import load_recipe  # noqa: E402
 
-PROBES = REPO / "probes"
+PROBES = REPO / "runtime" / "probes"
 TF115_RECIPE = REPO / "recipes" / "emulated-py36.toml"
 V1_RECIPE = REPO / "recipes" / "emulated-py36-tf1api.toml"
 # (label, side, ps_worker.py --optimizer, environment of every task)

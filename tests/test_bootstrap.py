@@ -13,6 +13,7 @@ from retfwheel.stages.sharing import metadata_folder
 from retfwheel.wheelfile.injection import bootstrap_block, inject
 
 REPO = Path(__file__).resolve().parent.parent
+SHIPPED = REPO / "runtime" / "wheel" / "tensorflow"  # the bootstrap as the wheel holds it
 SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 
 
@@ -27,7 +28,7 @@ def install(tmp_path):
         init = inject(b'"""TF."""\nfrom __future__ import absolute_import\nVALUE = 1\n',
                       bootstrap_block("tensorflow._retf_bootstrap", settings), "tensorflow/__init__.py")
         (site / "tensorflow" / "__init__.py").write_bytes(init)
-        shutil.copy(REPO / "bootstrap" / "retf_bootstrap.py", site / "tensorflow" / "_retf_bootstrap.py")
+        shutil.copy(SHIPPED / "_retf_bootstrap.py", site / "tensorflow" / "_retf_bootstrap.py")
         if settings.get("libstdcxx"):
             (site / "tensorflow.libs").mkdir()
             shutil.copy(SYSTEM_RUNTIME.resolve(), site / "tensorflow.libs" / "libstdc++.so.6")
@@ -108,11 +109,11 @@ def test_an_older_runtime_loaded_first_that_tensorflow_can_run_on_is_kept(python
 
 
 def test_an_op_library_the_loaded_runtime_cannot_load_is_left_out_with_the_fix(python36, tmp_path):
-    code = ("import ctypes, sys; ctypes.CDLL('libstdc++.so.6'); sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b\n"
+    code = ("import ctypes, sys; ctypes.CDLL('libstdc++.so.6'); sys.path.insert(0, sys.argv[1]); import _retf_bootstrap as b\n"
             "config = {'label': 'tensorflow 9.9', 'libstdcxx': 'tensorflow.libs/libstdc++.so.6'}\n"
             "print(b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 20], config))\n"
             "print(b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 99], config))")
-    result = subprocess.run([str(python36), "-c", code, str(REPO / "bootstrap")], capture_output=True, text=True)
+    result = subprocess.run([str(python36), "-c", code, str(SHIPPED)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     fits, left_out = result.stdout.splitlines()
     assert fits == "None"
@@ -225,8 +226,8 @@ def test_the_tool_and_the_bootstrap_agree_on_the_schema():
     from retfwheel.errors import AuditError
     from retfwheel.stages.bootstrap_config import SCHEMA, check_bootstrap_schema
 
-    source = (REPO / "bootstrap" / "retf_bootstrap.py").read_bytes()
-    check_bootstrap_schema(source, "bootstrap/retf_bootstrap.py")
+    source = (SHIPPED / "_retf_bootstrap.py").read_bytes()
+    check_bootstrap_schema(source, "runtime/wheel/tensorflow/_retf_bootstrap.py")
     with pytest.raises(AuditError, match=f"schema {SCHEMA + 1}, but this retfwheel writes schema {SCHEMA}"):
         check_bootstrap_schema(source.replace(f"SCHEMA = {SCHEMA}".encode(), f"SCHEMA = {SCHEMA + 1}".encode()), "x")
 
@@ -249,7 +250,7 @@ def test_debug_logs_each_decision_with_its_time(python36, install):
 HINTS = """
 import json, sys, types
 sys.path.insert(0, sys.argv[1])
-import retf_bootstrap as b
+import _retf_bootstrap as b
 
 class OpError(Exception):
     def __init__(self, node_def, op, message, *args):
@@ -276,7 +277,7 @@ print(json.dumps({"missing": missing.message, "again": again.message, "older": o
 
 
 def test_cluster_errors_say_what_to_do(python36):
-    result = subprocess.run([str(python36), "-c", HINTS, str(REPO / "bootstrap")], capture_output=True, text=True)
+    result = subprocess.run([str(python36), "-c", HINTS, str(SHIPPED)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     messages = json.loads(result.stdout)
     assert "retf: Retf>SparseApplyAdamDenseRef is an op of the retf library that tensorflow 9.9+retf.test ships" in messages["missing"]
@@ -288,7 +289,7 @@ def test_cluster_errors_say_what_to_do(python36):
 
 
 # The bootstrap reads a switch from the settings the build writes: made here by the tool's own table.
-SWITCH = ("import json, sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
+SWITCH = ("import json, sys; sys.path.insert(0, sys.argv[1]); import _retf_bootstrap as b; "
           "print(b.switch({'features': json.loads(sys.argv[2])}, sys.argv[3]))")
 
 
@@ -297,7 +298,7 @@ def run_switch(python36, key: str, value: str, environ: dict[str, str]) -> subpr
 
     settings = block_settings(tuple((k, value if k == key else v) for k, v in DEFAULTS), BY_KEY[key].block)
     variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    return subprocess.run([str(python36), "-c", SWITCH, str(REPO / "bootstrap"), json.dumps(settings), key],
+    return subprocess.run([str(python36), "-c", SWITCH, str(SHIPPED), json.dumps(settings), key],
                           capture_output=True, text=True, env={**variables, **environ})
 
 
@@ -365,7 +366,7 @@ def test_fused_switches_refuse_what_cannot_work(python36, switch, variable, valu
 DEEPREC = """
 import sys, types
 sys.path.insert(0, sys.argv[1])
-import retf_bootstrap as b
+import _retf_bootstrap as b
 module = types.ModuleType("train")
 module.AdamOptimizer = object
 b._deeprec_optimizers(module, False, "tensorflow 9.9")
@@ -382,7 +383,7 @@ print(module.AdamOptimizer is object)
 
 
 def test_deeprec_names_without_their_switch_name_it(python36):
-    result = subprocess.run([str(python36), "-c", DEEPREC, str(REPO / "bootstrap")], capture_output=True, text=True)
+    result = subprocess.run([str(python36), "-c", DEEPREC, str(SHIPPED)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("tf.train.AdamAsyncOptimizer is one of DeepRec's optimizers, which this TensorFlow "
@@ -391,7 +392,7 @@ def test_deeprec_names_without_their_switch_name_it(python36):
     assert lines[2] == "True"
 
 
-DEFAULTS = ("import os, sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
+DEFAULTS = ("import os, sys; sys.path.insert(0, sys.argv[1]); import _retf_bootstrap as b; "
             "b._apply_runtime_defaults({'TF_CPU_ALLOCATOR_USE_BFC': 'true'}, b._Log(False)); "
             "print(os.environ.get('TF_CPU_ALLOCATOR_USE_BFC'))")
 
@@ -403,7 +404,7 @@ DEFAULTS = ("import os, sys; sys.path.insert(0, sys.argv[1]); import retf_bootst
 ])
 def test_runtime_defaults_are_set_unless_the_user_chose(python36, environ, printed):
     variables = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU"))}
-    result = subprocess.run([str(python36), "-c", DEFAULTS, str(REPO / "bootstrap")], capture_output=True, text=True,
+    result = subprocess.run([str(python36), "-c", DEFAULTS, str(SHIPPED)], capture_output=True, text=True,
                             env={**variables, **environ})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == printed
@@ -411,10 +412,10 @@ def test_runtime_defaults_are_set_unless_the_user_chose(python36, environ, print
 
 @pytest.mark.parametrize("call", ["register_ops", "expose_v1_api"])
 def test_each_injected_call_refuses_settings_of_another_schema(python36, call):
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import retf_bootstrap as b; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import _retf_bootstrap as b; "
             f"b.{call}({{'__file__': 'x'}}, {{'schema': {SCHEMA - 1}, 'label': 'tensorflow 9.9'}})")
     variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
-    result = subprocess.run([str(python36), "-c", code, str(REPO / "bootstrap")], capture_output=True, text=True,
+    result = subprocess.run([str(python36), "-c", code, str(SHIPPED)], capture_output=True, text=True,
                             env=variables)
     assert result.returncode != 0
     assert (f"ImportError: tensorflow 9.9: its bootstrap settings are of schema {SCHEMA - 1}, but its bootstrap reads "

@@ -3,7 +3,7 @@ under the old runtime (slow; run in CI).
 
 Every task is its own process started through `unshare` with the old libstdc++ mounted, on localhost
 ports picked here, bounded in time and stopped by its process id (retfwheel.proof.cluster). The ps tasks run
-the usual launcher (probes/ps_server.py: import tensorflow, start the server, join), so they only have
+the usual launcher (runtime/probes/ps_server.py: import tensorflow, start the server, join), so they only have
 the retf kernels if `import tensorflow` registers them.
 """
 
@@ -25,7 +25,7 @@ from retfwheel.targets.recipe import load_recipe
 pytestmark = pytest.mark.slow
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-PROBES = importlib.resources.files("retfwheel.probes")
+PROBES = importlib.resources.files("retfwheel.runtime") / "probes"
 TIMEOUT = 300.0
 # The optimizer each way of running sparse Adam ends up with on the wheel.
 MODES = {

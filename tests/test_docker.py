@@ -56,3 +56,16 @@ def test_verify_entry_script_is_executable_and_calls_verify():
     assert script.stat().st_mode & stat.S_IXUSR
     text = script.read_text()
     assert text.startswith("#!/bin/sh") and '"$tool" verify "$@" --recipe "$recipe"' in text
+
+
+@pytest.mark.parametrize("image", IMAGES, ids=lambda p: p.name)
+def test_an_image_that_installs_the_tool_copies_every_folder_it_is_built_from(image):
+    import tomllib
+
+    steps = instructions(image / "Dockerfile")
+    if not any(op == "RUN" and "pip install --no-cache-dir /opt/retfwheel" in arg for op, arg in steps):
+        pytest.skip("does not install the tool")
+    copied = {source for op, arg in steps if op == "COPY" for source in arg.split()[:-1]}
+    table = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {folder.split("/")[0] for folder in table["package-dir"].values()}
+    assert folders - copied == set()

@@ -31,7 +31,7 @@ from conftest import PROGRAM_TIMEOUT, RECIPES, run_bounded, run_cli
 
 pytestmark = pytest.mark.slow
 
-PROBE = Path(__file__).resolve().parent.parent / "probes" / "import_first.py"
+PROBE = Path(__file__).resolve().parent.parent / "runtime" / "probes" / "import_first.py"
 V1 = RECIPES / "emulated-py36-tf1api.toml"
 V2 = RECIPES / "emulated-py36.toml"
 INSTALL_TIMEOUT = 900

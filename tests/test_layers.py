@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tools" / "retfwheel"
 
 # Lowest first. A module may import from its own layer and any layer before it.
 LAYERS = (
-    ("errors", "process", "cache", "manylinux", "features"),  # shared by every layer
+    ("errors", "process", "cache", "manylinux", "features", "tree"),  # shared by every layer
     ("wheelfile",),  # the wheel format: archives, RECORD, metadata, writing, the injected blocks
     ("targets",),  # recipes, interpreters, environments, locks, fetching
     ("native",),  # ELF files, manylinux policies and verdicts, inspecting a wheel

@@ -4,7 +4,6 @@ installed from the wheel)."""
 
 from __future__ import annotations
 
-import fnmatch
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ else:  # pragma: no cover
 
 REPO = Path(__file__).resolve().parent.parent
 # Read by people, not by the tool: they stay out of the tool's wheel.
-UNSHIPPED = {"ops/README.md"}
+UNSHIPPED = {"runtime/ops/README.md"}
 
 
 def setuptools_table() -> dict:
@@ -34,19 +33,20 @@ def left_out() -> list[str]:
     """Files under the folders the tool ships that its wheel would not hold."""
     table = setuptools_table()
     folders = {package_folder(p, table["package-dir"]): p for p in table["packages"]}
-    data = table.get("package-data", {})
-    roots = {REPO / folder for package, folder in table["package-dir"].items()}
+    shipped: set[Path] = set()
+    for package, patterns in table.get("package-data", {}).items():
+        folder = package_folder(package, table["package-dir"])
+        shipped |= {path for pattern in patterns for path in folder.glob(pattern)}
+    roots = {REPO / folder for folder in table["package-dir"].values()}
     missing = []
     for root in sorted(roots):
         for path in sorted(root.rglob("*")):
             relative = str(path.relative_to(REPO))
-            if path.is_dir() or "__pycache__" in path.parts or relative in UNSHIPPED:
+            if path.is_dir() or "__pycache__" in path.parts or relative in UNSHIPPED or path in shipped:
                 continue
-            package = folders.get(path.parent)
-            if package is None:
-                missing.append(f"{relative} (its folder is not a listed package)")
-            elif path.suffix != ".py" and not any(fnmatch.fnmatch(path.name, p) for p in data.get(package, ())):
-                missing.append(f"{relative} (not in [tool.setuptools.package-data] {package})")
+            if path.suffix == ".py" and path.parent in folders:
+                continue  # a module of a listed package
+            missing.append(relative)
     return missing
 
 

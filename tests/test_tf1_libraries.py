@@ -118,7 +118,7 @@ def test_a_custom_op_library_built_for_tf_1_15_says_so_on_the_wheel_and_rebuilt_
     assert installed.returncode == 0, installed.stderr[-2000:]
     try:
         imported = run(V1_RECIPE, v1_venv, "-c", "import tf1_zero_out")
-        snapshot = run(V1_RECIPE, v1_venv, str(REPO / "probes" / "snapshot.py"))
+        snapshot = run(V1_RECIPE, v1_venv, str(REPO / "runtime" / "probes" / "snapshot.py"))
         listed = tf1_extensions(json.loads(snapshot.stdout), v1_venv)  # as verify lists the environment's
     finally:
         removed = run_bounded([*pip, "uninstall", "-y", "tf1-zero-out"], PROGRAM_TIMEOUT)

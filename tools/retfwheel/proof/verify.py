@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.resources
 import json
 import math
 import os
@@ -27,6 +26,7 @@ from retfwheel.stages.plan import RUNTIME_DIR, TF115_CHECK_SCRIPT
 from retfwheel.stages.sharing import importable_names
 from retfwheel.targets.environment import Environment, emulated_command, prepare_environment
 from retfwheel.targets.recipe import Recipe
+from retfwheel.tree import probe
 from retfwheel.wheelfile.archive import MemberView, read_content
 from retfwheel.wheelfile.wheel import read_wheel
 
@@ -412,7 +412,7 @@ def _compile_probe() -> bytes:
 
 
 def _probe_script(name: str) -> str:
-    return str(importlib.resources.files("retfwheel.probes") / name)
+    return probe(name)
 
 
 def _python(env: Environment, arguments: list[str], *, emulate: bool = False) -> subprocess.CompletedProcess:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import hashlib
-import importlib.resources
 import io
 import re
 from pathlib import Path
@@ -29,12 +28,10 @@ from retfwheel.stages.oplib import OPS_LIBRARY
 from retfwheel.stages.plan import (
     BOOTSTRAP_MODULE,
     DEPS_DIR,
-    KERAS_BRIDGE_MODULE,
     PACKAGE,
     SCRIPTS_MODULE,
     TF115_CHECK_SCRIPT,
     TF115_EXPORT_MODULE,
-    TF115_OPS_FILE,
     BuildOps,
     BuildPlan,
     CopyMember,
@@ -48,6 +45,7 @@ from retfwheel.stages.plan import (
 from retfwheel.stages.sbom import SBOM_NAME, Part, make_sbom, pypi_purl
 from retfwheel.stages.sharing import LAZY, metadata_folder
 from retfwheel.targets.recipe import Recipe
+from retfwheel.tree import BOOTSTRAP_FILES, V1_API_FILES, wheel_files
 from retfwheel.wheelfile.injection import InjectionError, api_block, append, bootstrap_block, inject, ops_block
 
 
@@ -114,21 +112,6 @@ def sbom_parts(plan: BuildPlan, runtime_step: VendorRuntime | None, results: Ste
     return tuple(parts)
 
 
-def contrib_files() -> dict[str, bytes]:
-    """The tf.contrib package of the 1.x API mode (contrib/tf_contrib/), as {path under contrib/: bytes}."""
-    files: dict[str, bytes] = {}
-
-    def collect(folder, prefix: str) -> None:
-        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-            if entry.is_dir() and entry.name != "__pycache__":
-                collect(entry, f"{prefix}{entry.name}/")
-            elif entry.name.endswith(".py"):
-                files[prefix + entry.name] = entry.read_bytes()
-
-    collect(importlib.resources.files("retfwheel.contrib") / "tf_contrib", "")
-    return files
-
-
 def _bootstrap_notes(step: InjectBootstrap) -> list[str]:
     notes = [f"bootstrap injected into {step.init_name} ({BOOTSTRAP_MODULE})"]
     chosen = [BY_KEY[key].describe(value) for key, value in step.features]
@@ -189,8 +172,8 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
 
 def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: BootstrapConfig,
                        vendored: VendoredResult | None, ops_needs: tuple[int, ...] | None) -> list[NewMember]:
-    source = (importlib.resources.files("retfwheel.bootstrap") / "retf_bootstrap.py").read_bytes()
-    check_bootstrap_schema(source, "bootstrap/retf_bootstrap.py")
+    shipped = wheel_files(BOOTSTRAP_FILES)
+    check_bootstrap_schema(shipped[BOOTSTRAP_MODULE.replace(".", "/") + ".py"], "runtime/wheel/" + BOOTSTRAP_FILES[0])
     try:
         patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config.to_json()), step.init_name)
         if step.ops_library:  # before the 1.x API block, which picks sparse Adam by whether they are registered
@@ -201,17 +184,9 @@ def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: Bootstrap
             patched = append(patched, api_block(BOOTSTRAP_MODULE, api.to_json()), step.init_name)
     except InjectionError as exc:
         raise WheelFormatError(str(exc)) from exc
-    members = [
-        NewMember(step.init_name, patched),
-        NewMember(BOOTSTRAP_MODULE.replace(".", "/") + ".py", source),
-    ]
     if step.api == "v1":
-        bridge = (importlib.resources.files("retfwheel.bootstrap") / "keras_bridge.py").read_bytes()
-        members.append(NewMember(KERAS_BRIDGE_MODULE.replace(".", "/") + ".py", bridge))
-        members += [NewMember(f"{PACKAGE}/contrib/{path}", data) for path, data in contrib_files().items()]
-        shipped = importlib.resources.files("retfwheel.bootstrap")
-        members += [NewMember(TF115_EXPORT_MODULE.replace(".", "/") + ".py", (shipped / "tf115_export.py").read_bytes()),
-                    NewMember(TF115_OPS_FILE, (shipped / "tf115_ops.json").read_bytes())]
+        shipped.update(wheel_files(V1_API_FILES))
+    members = [NewMember(step.init_name, patched)] + [NewMember(path, data) for path, data in shipped.items()]
     scripts, module = _scripts(step, vendored)
     if step.entry_points_name is not None or scripts:
         members.append(NewMember(step.entry_points_name or f"{plan.dist_info}/entry_points.txt", scripts))

@@ -8,7 +8,6 @@ versions for old targets). Results are cached by input wheel, compiler identity,
 from __future__ import annotations
 
 import hashlib
-import importlib.resources
 import json
 import os
 import re
@@ -32,6 +31,7 @@ from retfwheel.cache import (
 from retfwheel.errors import InputFileError, OpBuildError
 from retfwheel.native.elf import majority_abi
 from retfwheel.targets.runtime import debian_mirror
+from retfwheel.tree import OPS_FILES, ops_root, wheel_files
 from retfwheel.wheelfile.archive import Archive, iter_content, open_archive_file, read_content
 
 Progress = Callable[[str], None]
@@ -71,12 +71,12 @@ def string_abi(symbols: tuple[int, int] | None, where: str) -> int:
         cxx11, old = symbols
         raise OpBuildError(f"{where}: cannot tell which std::string ABI libtensorflow_framework uses: {cxx11} of its "
                            f"tensorflow:: symbols use the C++11 std::string and {old} the old one",
-                           hint=f"a tie; {_NO_OPS} (ops/build_dev.py takes --cxx11-abi for a developer build)")
+                           hint=f"a tie; {_NO_OPS} (runtime/ops/build_dev.py takes --cxx11-abi for a developer build)")
     return int(decided)
 
 
 def flags_for(tensorflow_version: str, cxx11_abi: int, allocator_headers: dict[str, bytes], where: str) -> OpFlags:
-    """The one derivation of the op library's flags (the shipped build and ops/build_dev.py both use it):
+    """The one derivation of the op library's flags (the shipped build and runtime/ops/build_dev.py both use it):
     the C++ standard from the version, the string ABI as given (see ``string_abi``), EIGEN_MAX_ALIGN_BYTES
     from the allocator's alignment in whichever of ALLOCATOR_HEADERS (path -> text) defines it."""
     if not allocator_headers:
@@ -94,37 +94,25 @@ def flags_for(tensorflow_version: str, cxx11_abi: int, allocator_headers: dict[s
 
 
 def op_sources() -> dict:
-    """ops/build.json: sources, headers, flags with placeholders."""
-    return json.loads((importlib.resources.files("retfwheel.ops") / "build.json").read_text())
+    """runtime/ops/build.json: sources, headers, flags with placeholders."""
+    return json.loads((ops_root() / "build.json").read_text())
 
 
 def sources_digest(spec: dict, sources: dict[str, bytes]) -> str:
-    """One sha256 over the library's source files and ops/build.json's flags (what the SBOM names it by)."""
+    """One sha256 over the library's source files and runtime/ops/build.json's flags (what the SBOM names it by)."""
     listing = [sorted((name, hashlib.sha256(data).hexdigest()) for name, data in sources.items()),
                spec["compile_flags"], spec["link_flags"]]
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
 def op_source_files(spec: dict) -> dict[str, bytes]:
-    ops_root = importlib.resources.files("retfwheel.ops")
-    return {name: (ops_root / name).read_bytes() for name in spec["sources"] + spec["headers"]}
+    root = ops_root()
+    return {name: (root / name).read_bytes() for name in spec["sources"] + spec["headers"]}
 
 
 def python_files() -> dict[str, bytes]:
-    """The retf Python package, as {path inside the wheel: bytes}."""
-    root = importlib.resources.files("retfwheel.ops") / "retf"
-    files: dict[str, bytes] = {}
-    _collect(root, LIBRARY_DIR, files)
-    return files
-
-
-def _collect(folder, prefix: str, files: dict[str, bytes]) -> None:
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.is_dir():
-            if entry.name != "__pycache__":
-                _collect(entry, f"{prefix}/{entry.name}", files)
-        elif entry.name.endswith(".py"):
-            files[f"{prefix}/{entry.name}"] = entry.read_bytes()
+    """The retf Python package, as {path inside the wheel: bytes} (runtime/wheel/retf/)."""
+    return wheel_files(OPS_FILES)
 
 
 def compile_library(archive: Archive, input_sha256: str, flags: OpFlags, builder: str, compiler: str, suite: str,
@@ -175,7 +163,7 @@ def build_info(tensorflow_version: str, identity: str, flags: OpFlags) -> bytes:
 
 def compile_command(spec: dict, flags: OpFlags, compiler: str, include: Path, framework: Path,
                     output: str = "_retf_ops.so") -> list[str]:
-    """The one command that builds the library from ops/build.json (run in a copy of ops/)."""
+    """The one command that builds the library from runtime/ops/build.json (run in a copy of runtime/ops/)."""
     values = {"include": str(include), "framework_dir": str(framework), "headers_root": str(Path(include).parent.parent),
               "abi": str(flags.cxx11_abi),
               "std": flags.std, "eigen_align": str(flags.eigen_align)}

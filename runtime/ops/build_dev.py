@@ -1,10 +1,10 @@
 """Compile the retf op library against one installed TensorFlow (a developer build).
 
-    python ops/build_dev.py --site /tmp/tf26/lib/python3.6/site-packages --out /tmp/retf_build/retf/_retf_ops.so
+    python runtime/ops/build_dev.py --site /tmp/tf26/lib/python3.6/site-packages --out /tmp/retf_build/retf/_retf_ops.so
 
 Everything is derived from the TensorFlow under --site (headers, framework library, its version, C++
 string ABI, C++ standard and allocator alignment) by the same code the shipped build uses
-(retfwheel.stages.oplib and retfwheel.native.elf), and the command comes from ops/build.json as there.
+(retfwheel.stages.oplib and retfwheel.native.elf), and the command comes from runtime/ops/build.json as there.
 That TensorFlow is never imported. Run it with the tool's Python (`.venv/bin/python` after
 `make setup`). Writes the library and, beside it, _build_info.json.
 """

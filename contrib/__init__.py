@@ -1,1 +1,0 @@
-"""tensorflow/contrib/ of the 1.x API mode, shipped from tf_contrib/ (data for the tool, never imported by it)."""
