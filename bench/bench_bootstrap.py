@@ -29,12 +29,13 @@ from retfwheel.targets.recipe import load_recipe  # noqa: E402
 from retfwheel.wheelfile.injection import BEGIN, OPS_BEGIN  # noqa: E402
 
 TIMER = """
-import importlib.util, json, sys, time
+import importlib, json, sys, time, types
 site, config = sys.argv[1], json.loads(sys.argv[2])
-spec = importlib.util.spec_from_file_location("b", site + "/tensorflow/_retf_bootstrap.py")
-module = importlib.util.module_from_spec(spec)
+package = types.ModuleType("tensorflow")  # the bootstrap alone: TensorFlow's own __init__ does not run
+package.__path__ = [site + "/tensorflow"]
+sys.modules["tensorflow"] = package
 start = time.perf_counter()
-spec.loader.exec_module(module)
+module = importlib.import_module("tensorflow._retf")
 module.run(site + "/tensorflow", config)
 print((time.perf_counter() - start) * 1e3)
 """
@@ -44,7 +45,7 @@ import json, os, sys, time
 os.environ["RETF_OPS"] = "0"
 import tensorflow
 del os.environ["RETF_OPS"]
-from tensorflow._retf_bootstrap import register_ops
+from tensorflow._retf.ops import register_ops
 start = time.perf_counter()
 register_ops(vars(tensorflow), json.loads(sys.argv[1]))
 print((time.perf_counter() - start) * 1e3)

@@ -13,7 +13,7 @@ from retfwheel.stages.sharing import metadata_folder
 from retfwheel.wheelfile.injection import bootstrap_block, inject
 
 REPO = Path(__file__).resolve().parent.parent
-SHIPPED = REPO / "runtime" / "wheel" / "tensorflow"  # the bootstrap as the wheel holds it
+SHIPPED = REPO / "runtime" / "wheel"  # laid out as the wheel: tensorflow._retf imports from here
 SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 
 
@@ -26,9 +26,9 @@ def install(tmp_path):
         (site / "tensorflow").mkdir(parents=True)
         settings = {"schema": SCHEMA, "label": "tensorflow 9.9+retf.test", "conflicts": "error", **config}
         init = inject(b'"""TF."""\nfrom __future__ import absolute_import\nVALUE = 1\n',
-                      bootstrap_block("tensorflow._retf_bootstrap", settings), "tensorflow/__init__.py")
+                      bootstrap_block("tensorflow._retf", settings), "tensorflow/__init__.py")
         (site / "tensorflow" / "__init__.py").write_bytes(init)
-        shutil.copy(SHIPPED / "_retf_bootstrap.py", site / "tensorflow" / "_retf_bootstrap.py")
+        shutil.copytree(SHIPPED / "tensorflow" / "_retf", site / "tensorflow" / "_retf")
         if settings.get("libstdcxx"):
             (site / "tensorflow.libs").mkdir()
             shutil.copy(SYSTEM_RUNTIME.resolve(), site / "tensorflow.libs" / "libstdc++.so.6")
@@ -109,7 +109,7 @@ def test_an_older_runtime_loaded_first_that_tensorflow_can_run_on_is_kept(python
 
 
 def test_an_op_library_the_loaded_runtime_cannot_load_is_left_out_with_the_fix(python36, tmp_path):
-    code = ("import ctypes, sys; ctypes.CDLL('libstdc++.so.6'); sys.path.insert(0, sys.argv[1]); import _retf_bootstrap as b\n"
+    code = ("import ctypes, sys; ctypes.CDLL('libstdc++.so.6'); sys.path.insert(0, sys.argv[1]); import tensorflow._retf.ops as b\n"
             "config = {'label': 'tensorflow 9.9', 'libstdcxx': 'tensorflow.libs/libstdc++.so.6'}\n"
             "print(b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 20], config))\n"
             "print(b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 99], config))")
@@ -226,8 +226,8 @@ def test_the_tool_and_the_bootstrap_agree_on_the_schema():
     from retfwheel.errors import AuditError
     from retfwheel.stages.bootstrap_config import SCHEMA, check_bootstrap_schema
 
-    source = (SHIPPED / "_retf_bootstrap.py").read_bytes()
-    check_bootstrap_schema(source, "runtime/wheel/tensorflow/_retf_bootstrap.py")
+    source = (SHIPPED / "tensorflow" / "_retf" / "__init__.py").read_bytes()
+    check_bootstrap_schema(source, "runtime/wheel/tensorflow/_retf/__init__.py")
     with pytest.raises(AuditError, match=f"schema {SCHEMA + 1}, but this retfwheel writes schema {SCHEMA}"):
         check_bootstrap_schema(source.replace(f"SCHEMA = {SCHEMA}".encode(), f"SCHEMA = {SCHEMA + 1}".encode()), "x")
 
@@ -250,7 +250,7 @@ def test_debug_logs_each_decision_with_its_time(python36, install):
 HINTS = """
 import json, sys, types
 sys.path.insert(0, sys.argv[1])
-import _retf_bootstrap as b
+import tensorflow._retf.ops as b
 
 class OpError(Exception):
     def __init__(self, node_def, op, message, *args):
@@ -289,7 +289,7 @@ def test_cluster_errors_say_what_to_do(python36):
 
 
 # The bootstrap reads a switch from the settings the build writes: made here by the tool's own table.
-SWITCH = ("import json, sys; sys.path.insert(0, sys.argv[1]); import _retf_bootstrap as b; "
+SWITCH = ("import json, sys; sys.path.insert(0, sys.argv[1]); import tensorflow._retf.switches as b; "
           "print(b.switch({'features': json.loads(sys.argv[2])}, sys.argv[3]))")
 
 
@@ -366,7 +366,7 @@ def test_fused_switches_refuse_what_cannot_work(python36, switch, variable, valu
 DEEPREC = """
 import sys, types
 sys.path.insert(0, sys.argv[1])
-import _retf_bootstrap as b
+import tensorflow._retf.v1_api as b
 module = types.ModuleType("train")
 module.AdamOptimizer = object
 b._deeprec_optimizers(module, False, "tensorflow 9.9")
@@ -392,7 +392,7 @@ def test_deeprec_names_without_their_switch_name_it(python36):
     assert lines[2] == "True"
 
 
-DEFAULTS = ("import os, sys; sys.path.insert(0, sys.argv[1]); import _retf_bootstrap as b; "
+DEFAULTS = ("import os, sys; sys.path.insert(0, sys.argv[1]); import tensorflow._retf as b; "
             "b._apply_runtime_defaults({'TF_CPU_ALLOCATOR_USE_BFC': 'true'}, b._Log(False)); "
             "print(os.environ.get('TF_CPU_ALLOCATOR_USE_BFC'))")
 
@@ -410,9 +410,9 @@ def test_runtime_defaults_are_set_unless_the_user_chose(python36, environ, print
     assert result.stdout.strip() == printed
 
 
-@pytest.mark.parametrize("call", ["register_ops", "expose_v1_api"])
-def test_each_injected_call_refuses_settings_of_another_schema(python36, call):
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import _retf_bootstrap as b; "
+@pytest.mark.parametrize("module, call", [("ops", "register_ops"), ("v1_api", "expose_v1_api")])
+def test_each_injected_call_refuses_settings_of_another_schema(python36, module, call):
+    code = (f"import sys; sys.path.insert(0, sys.argv[1]); import tensorflow._retf.{module} as b; "
             f"b.{call}({{'__file__': 'x'}}, {{'schema': {SCHEMA - 1}, 'label': 'tensorflow 9.9'}})")
     variables = {k: v for k, v in os.environ.items() if not k.startswith("RETF_")}
     result = subprocess.run([str(python36), "-c", code, str(SHIPPED)], capture_output=True, text=True,

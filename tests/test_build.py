@@ -121,10 +121,10 @@ def test_a_1x_api_wheel_ships_the_tf115_export_module_its_registry_and_the_check
 
     recipe.write_text('api = "v1"\n' + recipe.read_text())
     out = build(tf_wheel(), recipe, tmp_path / "out").output
-    shipped = Path(__file__).resolve().parent.parent / "runtime" / "wheel" / "tensorflow"
+    shipped = Path(__file__).resolve().parent.parent / "runtime" / "wheel"
     with zipfile.ZipFile(out) as archive:
         module = archive.read(TF115_EXPORT_MODULE.replace(".", "/") + ".py")
-        assert module == (shipped / "_retf_tf115_export.py").read_bytes()
+        assert module == (shipped / TF115_EXPORT_MODULE.replace(".", "/")).with_suffix(".py").read_bytes()
         registry = json.loads(archive.read(TF115_OPS_FILE))
         entry_points = archive.read(read_wheel(out).dist_info + "/entry_points.txt").decode()
     assert registry["tensorflow"] == "1.15.5" and "ParseExample" in registry["ops"] and "ParseExampleV2" not in registry["ops"]

@@ -16,7 +16,7 @@ from __future__ import division as _division
 import distutils as _distutils
 import sys as _sys
 '''
-BLOCK = bootstrap_block("tensorflow._retf_bootstrap", {"label": "t"})
+BLOCK = bootstrap_block("tensorflow._retf", {"label": "t"})
 
 
 def lines_of(data: bytes) -> list[str]:
@@ -78,14 +78,14 @@ def test_finishing_blocks_go_last_in_order_and_only_once():
     from retfwheel.wheelfile.injection import API_BEGIN, OPS_BEGIN, api_block, append, ops_block
 
     patched = inject(TF_HEAD, BLOCK, "tensorflow/__init__.py")
-    patched = append(patched, ops_block("tensorflow._retf_bootstrap", {"library": "retf/_retf_ops.so"}), "init")
-    patched = append(patched, api_block("tensorflow._retf_bootstrap", {"v1_sparse_adam": "fused"}), "init")
+    patched = append(patched, ops_block("tensorflow._retf.ops", {"library": "retf/_retf_ops.so"}), "init")
+    patched = append(patched, api_block("tensorflow._retf.v1_api", {"features": {}}), "init")
     out = lines_of(patched)
     assert out.index(BEGIN) < out.index("import sys as _sys") < out.index(OPS_BEGIN) < out.index(API_BEGIN)
     assert "    _call(globals(), {\"library\": \"retf/_retf_ops.so\"})" in out
     ast.parse(patched)
     with pytest.raises(InjectionError, match="already carries the block"):
-        append(patched, ops_block("tensorflow._retf_bootstrap", {}), "init")
+        append(patched, ops_block("tensorflow._retf.ops", {}), "init")
 
 
 def test_finishing_block_settings_are_a_python_literal():

@@ -59,7 +59,7 @@ def test_importable_names_of_a_distribution():
 
 @pytest.fixture(scope="module")
 def bootstrap():
-    spec = importlib.util.spec_from_file_location("_retf_bootstrap", REPO / "runtime" / "wheel" / "tensorflow" / "_retf_bootstrap.py")
+    spec = importlib.util.spec_from_file_location("versions", REPO / "runtime" / "wheel" / "tensorflow" / "_retf" / "versions.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -216,9 +216,9 @@ for name in ("AdamAsyncOptimizer", "AdagradDecayOptimizer"):
         report[name] = str(error)
 # The switch's other side, on this same wheel: the bootstrap puts retf's classes in a module.
 import types
-from tensorflow import _retf_bootstrap
+from tensorflow._retf import v1_api
 module = types.ModuleType("train")
-_retf_bootstrap._deeprec_optimizers(module, True, "label")
+v1_api._deeprec_optimizers(module, True, "label")
 report["provided"] = [module.AdamAsyncOptimizer.__module__, module.AdagradDecayOptimizer.__name__]
 # DeepRec's documented usage, in graph mode on reference variables (their sparse updates need the op library).
 for name in ("AdamAsyncOptimizer", "AdagradDecayOptimizer") if os.environ.get("RETF_OPS") != "0" else ():
@@ -437,7 +437,7 @@ def test_embedding_lookups_take_the_fused_op_where_it_applies(v1_venv):
 PARSING_EXPORT = """
 import json, sys, tempfile
 import tensorflow as tf
-from tensorflow import _retf_tf115_export
+from tensorflow._retf import tf115_export
 
 serialized = tf.placeholder(tf.string, [None])
 features = tf.parse_example(serialized, {"user": tf.FixedLenFeature([], tf.string, default_value=""),
@@ -450,7 +450,7 @@ with tf.Session() as session:
     session.run(tf.global_variables_initializer())
     tf.saved_model.simple_save(session, folder, {"examples": serialized}, {"output": output})
 print(json.dumps({"ops": sorted({n.op for n in tf.get_default_graph().as_graph_def().node if "Parse" in n.op}),
-                  "check": _retf_tf115_export.check(folder)}))
+                  "check": tf115_export.check(folder)}))
 """
 
 
@@ -468,7 +468,7 @@ def test_exports_take_tf_1_15s_form_unless_switched_off(v1_venv):
 FUSED_LOOKUP_EXPORT = """
 import json, tempfile, warnings
 import tensorflow as tf
-from tensorflow import _retf_tf115_export
+from tensorflow._retf import tf115_export
 
 ids = tf.sparse.placeholder(tf.int64, name="ids")
 table = tf.get_variable("table", [20, 4])
@@ -480,7 +480,7 @@ with tf.Session() as session, warnings.catch_warnings(record=True) as caught:
     tf.saved_model.simple_save(session, folder, {"ids_values": ids.values}, {"output": output})
 print(json.dumps({"ops": sorted({n.op for n in tf.get_default_graph().as_graph_def().node if "Retf" in n.op}),
                   "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
-                  "check": _retf_tf115_export.check(folder)}))
+                  "check": tf115_export.check(folder)}))
 """
 
 
@@ -500,10 +500,10 @@ def test_a_graph_the_rewrite_cannot_handle_is_exported_as_tf_2_wrote_it_and_said
     code = PARSING_EXPORT.replace("serialized = tf.placeholder", """import warnings
 def failing(node, scope):
     raise RuntimeError("unforeseen node")
-_retf_tf115_export._REWRITES["ParseExampleV2"] = failing
+tf115_export._REWRITES["ParseExampleV2"] = failing
 warnings.simplefilter("always")
 caught = warnings.catch_warnings(record=True).__enter__()
-serialized = tf.placeholder""").replace('"check": _retf_tf115_export.check(folder)}', '''"check": _retf_tf115_export.check(folder),
+serialized = tf.placeholder""").replace('"check": tf115_export.check(folder)}', '''"check": tf115_export.check(folder),
                   "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]}''')
     report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, code)
     assert len(report["check"]) == 1 and "op ParseExampleV2" in report["check"][0]

@@ -545,8 +545,8 @@ def test_the_check_reads_what_tf_1_15_reads_and_names_what_it_refuses(tf115, whe
 
 
 def test_the_shipped_op_registry_is_tf_1_15_5s(tf115):
-    """runtime/wheel/tensorflow/_retf_tf115_ops.json, what exports are checked and rewritten against, is what TF 1.15.5 registers."""
+    """runtime/wheel/tensorflow/_retf/tf115_ops.json, what exports are checked and rewritten against, is what TF 1.15.5 registers."""
     made = tf115.folder / "tf115_ops.json"
     run = retfwheel("run", "--recipe", TF115_RECIPE, "python", REPO / "runtime" / "probes" / "op_registry.py", made)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert made.read_bytes() == (REPO / "runtime" / "wheel" / "tensorflow" / "_retf_tf115_ops.json").read_bytes()
+    assert made.read_bytes() == (REPO / "runtime" / "wheel" / "tensorflow" / "_retf" / "tf115_ops.json").read_bytes()

@@ -118,7 +118,7 @@ def test_dependencies_are_vendored_privately(vendoring, tmp_path):
     assert config["distributions"] == [{"name": "numpy", "version": "1.19.5", "range": "<1.20,>=1.16",
                                         "modules": ["numpy", "numpy_extra"],
                                         "metadata": "numpy-1.19.5.dist-info.vendored"}]
-    assert "tensorflow/_retf_bootstrap.py" in names
+    assert "tensorflow/_retf/__init__.py" in names
 
 
 def test_console_scripts_go_through_the_bootstrap(vendoring, tmp_path):

@@ -16,7 +16,7 @@ importlib.import_module(sys.argv[1])
 report = {"mapped_before": mapped_runtimes()}
 import tensorflow as tf  # noqa: E402
 
-report["ops_left_out"] = getattr(sys.modules.get("tensorflow._retf_bootstrap"), "OPS_LEFT_OUT", None)
+report["ops_left_out"] = getattr(sys.modules.get("tensorflow._retf.switches"), "OPS_LEFT_OUT", None)
 v1 = tf.compat.v1
 with tf.Graph().as_default() as graph:
     v1.set_random_seed(1)

@@ -2,7 +2,7 @@
 
     python op_registry.py OUT.json
 
-Run under TensorFlow 1.15.5 it makes runtime/wheel/tensorflow/_retf_tf115_ops.json, which the 1.x API wheel ships to write and check
+Run under TensorFlow 1.15.5 it makes runtime/wheel/tensorflow/_retf/tf115_ops.json, which the 1.x API wheel ships to write and check
 exports TF 1.15 can read. A default is the AttrValue's one-line text form; null: the attribute has none.
 Python 3.6+.
 """

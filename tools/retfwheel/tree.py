@@ -14,10 +14,12 @@ from importlib.abc import Traversable
 PACKAGE = "retfwheel.runtime"
 
 # Paths under runtime/wheel/ (a folder ends with "/"), by the build step that ships them.
-BOOTSTRAP_FILES = ("tensorflow/_retf_bootstrap.py",)
-V1_API_FILES = ("tensorflow/_retf_keras_bridge.py", "tensorflow/_retf_tf115_export.py",
-                "tensorflow/_retf_tf115_ops.json", "tensorflow/contrib/")
-OPS_FILES = ("retf/",)
+_BOOTSTRAP = "tensorflow/_retf/"
+BOOTSTRAP_FILES = tuple(f"{_BOOTSTRAP}{name}" for name in ("__init__.py", "imports.py", "routing.py", "runtime.py",
+                                                           "switches.py", "tf1_libraries.py", "versions.py"))
+V1_API_FILES = tuple(f"{_BOOTSTRAP}{name}" for name in ("v1_api.py", "keras_bridge.py", "tf115_export.py",
+                                                        "tf115_ops.json")) + ("tensorflow/contrib/",)
+OPS_FILES = (f"{_BOOTSTRAP}ops.py", "retf/")
 
 
 def root() -> Traversable:

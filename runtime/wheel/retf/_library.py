@@ -41,7 +41,7 @@ def _load():
     if os.environ.get("RETF_OPS", "1") == "0":
         raise OpLibraryError("retf's op library is off in this process (RETF_OPS=0), so retf's ops cannot run; "
                              "unset RETF_OPS here and in every task of the cluster")
-    left_out = getattr(sys.modules.get("tensorflow._retf_bootstrap"), "OPS_LEFT_OUT", None)
+    left_out = getattr(sys.modules.get("tensorflow._retf.switches"), "OPS_LEFT_OUT", None)
     if left_out:  # the libstdc++ loaded before tensorflow is older than the library needs
         raise OpLibraryError(left_out)
     running = versions.__version__  # the build's own: in 1.x API mode tf.__version__ is the API's, 1.15.5

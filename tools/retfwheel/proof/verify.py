@@ -22,7 +22,7 @@ from retfwheel.native.elf import read_elf
 from retfwheel.native.tf1 import needed_libraries, tf1_extensions
 from retfwheel.process import last_json, last_line
 from retfwheel.proof.cluster import Task, cluster_spec, run_cluster
-from retfwheel.stages.plan import RUNTIME_DIR, TF115_CHECK_SCRIPT
+from retfwheel.stages.plan import BOOTSTRAP_FILE, RUNTIME_DIR, TF115_CHECK_SCRIPT
 from retfwheel.stages.sharing import importable_names
 from retfwheel.targets.environment import Environment, emulated_command, prepare_environment
 from retfwheel.targets.recipe import Recipe
@@ -181,7 +181,7 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, settings: 
                                       f"AUC {result.get('auc', 0):.3f}; tf.contrib explains its replacements"))
                 checks.append(_export_check(env, result.get("export", "")))
     checks.append(_cluster_check(env, settings, progress))
-    if wheel.archive.member("tensorflow/_retf_bootstrap.py") is not None:
+    if wheel.archive.member(BOOTSTRAP_FILE) is not None:
         modules = environment_modules(before, name)
         checks.append(_imports_before(env, first_imports(modules, cxx_extension_modules(before, name, env.venv)),
                                       progress))

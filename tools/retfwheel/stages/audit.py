@@ -15,7 +15,7 @@ from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.policy import violations
 from retfwheel.native.verdict import Fit, bundled_libraries, judge_elf
 from retfwheel.stages.oplib import OPS_LIBRARY
-from retfwheel.stages.plan import BOOTSTRAP_MODULE, DEPS_DIR, PACKAGE, RUNTIME_DIR, BuildPlan
+from retfwheel.stages.plan import BOOTSTRAP_FILE, BOOTSTRAP_MODULE, DEPS_DIR, PACKAGE, RUNTIME_DIR, BuildPlan
 from retfwheel.stages.sbom import SBOM_NAME, check_sbom, read_sbom
 from retfwheel.stages.sharing import PRIVATE_METADATA_SUFFIX
 from retfwheel.targets.recipe import Recipe, Target
@@ -143,17 +143,19 @@ def _audit_runtime(elves: tuple[ElfInfo, ...], runtime: ElfInfo | None, recipe: 
 
 def _audit_bootstrap(wheel, plan: BuildPlan, checks: list[str]) -> None:
     init = wheel.archive.member(f"{PACKAGE}/__init__.py")
-    module = wheel.archive.member(BOOTSTRAP_MODULE.replace(".", "/") + ".py")
-    if module is None:
+    if wheel.archive.member(BOOTSTRAP_FILE) is None:
         return
+    folder = BOOTSTRAP_MODULE.replace(".", "/") + "/"
+    modules = [m for m in wheel.archive.members if m.name.startswith(folder) and m.name.endswith(".py")]
     _expect(init is not None, f"{PACKAGE}/__init__.py is missing")
     text = read_content(wheel.archive, init).decode("utf-8")
     _expect(text.count(BEGIN) == 1 and text.count(END) == 1, f"{PACKAGE}/__init__.py lacks exactly one bootstrap block")
     try:
         tree = ast.parse(text)
-        ast.parse(read_content(wheel.archive, module).decode("utf-8"))
+        for module in modules:
+            ast.parse(read_content(wheel.archive, module).decode("utf-8"), module.name)
     except SyntaxError as exc:
-        raise AuditError(f"audit failed: bootstrap code does not parse ({exc.msg}, line {exc.lineno})") from exc
+        raise AuditError(f"audit failed: bootstrap code does not parse ({exc.filename}, {exc.msg}, line {exc.lineno})") from exc
     first_import = next((n for n in tree.body if isinstance(n, ast.Import)
                          or (isinstance(n, ast.ImportFrom) and n.module != "__future__")), None)
     calls = [n for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)

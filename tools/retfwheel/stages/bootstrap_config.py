@@ -1,6 +1,6 @@
 """The settings the tool hands the bootstrap: one typed, versioned schema that both sides check.
 
-The bootstrap (runtime/wheel/tensorflow/_retf_bootstrap.py, shipped at that path in the wheel) declares the schema it reads as
+The bootstrap (runtime/wheel/tensorflow/_retf/, shipped at that path in the wheel) declares the schema it reads as
 `SCHEMA = N`; a build refuses to ship a bootstrap whose schema differs from SCHEMA here, and the
 bootstrap refuses settings of another schema with an ImportError that says to rebuild. Each injected
 call has its settings here: BootstrapConfig for `run`, OpsSettings for `register_ops`, ApiSettings for

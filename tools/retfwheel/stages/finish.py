@@ -26,12 +26,15 @@ from retfwheel.stages.bootstrap_config import (
 from retfwheel.stages.materialize import StepResults, VendoredResult
 from retfwheel.stages.oplib import OPS_LIBRARY
 from retfwheel.stages.plan import (
+    BOOTSTRAP_FILE,
     BOOTSTRAP_MODULE,
     DEPS_DIR,
+    OPS_MODULE,
     PACKAGE,
     SCRIPTS_MODULE,
     TF115_CHECK_SCRIPT,
     TF115_EXPORT_MODULE,
+    V1_API_MODULE,
     BuildOps,
     BuildPlan,
     CopyMember,
@@ -173,15 +176,15 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
 def _bootstrap_members(plan: BuildPlan, step: InjectBootstrap, config: BootstrapConfig,
                        vendored: VendoredResult | None, ops_needs: tuple[int, ...] | None) -> list[NewMember]:
     shipped = wheel_files(BOOTSTRAP_FILES)
-    check_bootstrap_schema(shipped[BOOTSTRAP_MODULE.replace(".", "/") + ".py"], "runtime/wheel/" + BOOTSTRAP_FILES[0])
+    check_bootstrap_schema(shipped[BOOTSTRAP_FILE], f"runtime/wheel/{BOOTSTRAP_FILE}")
     try:
         patched = inject(step.init_source, bootstrap_block(BOOTSTRAP_MODULE, config.to_json()), step.init_name)
         if step.ops_library:  # before the 1.x API block, which picks sparse Adam by whether they are registered
             ops = OpsSettings(config.label, step.ops_library, tuple(ops_needs or ()), config.libstdcxx, step.features)
-            patched = append(patched, ops_block(BOOTSTRAP_MODULE, ops.to_json()), step.init_name)
+            patched = append(patched, ops_block(OPS_MODULE, ops.to_json()), step.init_name)
         if step.api == "v1":
             api = ApiSettings(config.label, step.features)
-            patched = append(patched, api_block(BOOTSTRAP_MODULE, api.to_json()), step.init_name)
+            patched = append(patched, api_block(V1_API_MODULE, api.to_json()), step.init_name)
     except InjectionError as exc:
         raise WheelFormatError(str(exc)) from exc
     if step.api == "v1":

@@ -35,13 +35,15 @@ from retfwheel.wheelfile.writer import CopyMember, NewMember
 
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 PACKAGE = "tensorflow"
-BOOTSTRAP_MODULE = f"{PACKAGE}._retf_bootstrap"
-KERAS_BRIDGE_MODULE = f"{PACKAGE}._retf_keras_bridge"  # 1.x API mode: the two Keras copies act as one
+BOOTSTRAP_MODULE = f"{PACKAGE}._retf"  # run: the first call of tensorflow/__init__.py
+BOOTSTRAP_FILE = BOOTSTRAP_MODULE.replace(".", "/") + "/__init__.py"  # declares the settings SCHEMA it reads
+OPS_MODULE = f"{BOOTSTRAP_MODULE}.ops"  # register_ops
+V1_API_MODULE = f"{BOOTSTRAP_MODULE}.v1_api"  # expose_v1_api
 SCRIPTS_MODULE = f"{PACKAGE}._retf_scripts"
 # 1.x API mode: exports in TF 1.15's form, TF 1.15.5's op registry beside it (the module's REGISTRY_FILE), and the
 # console script that checks a SavedModel, meta graph or GraphDef against that registry
-TF115_EXPORT_MODULE = f"{PACKAGE}._retf_tf115_export"
-TF115_OPS_FILE = f"{PACKAGE}/_retf_tf115_ops.json"
+TF115_EXPORT_MODULE = f"{BOOTSTRAP_MODULE}.tf115_export"
+TF115_OPS_FILE = BOOTSTRAP_MODULE.replace(".", "/") + "/tf115_ops.json"  # read by the module beside it
 TF115_CHECK_SCRIPT = "retf-tf115-check"
 RUNTIME_DIR = f"{PACKAGE}.libs"  # auditwheel's <package>.libs convention
 DEPS_DIR = f"{PACKAGE}.deps"

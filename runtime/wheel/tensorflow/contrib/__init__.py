@@ -12,7 +12,7 @@ import importlib
 import sys
 import types
 
-from tensorflow._retf_bootstrap import CONTRIB_MESSAGE
+from tensorflow._retf.v1_api import CONTRIB_MESSAGE
 
 PROVIDED = ("cluster_resolver", "crf", "data", "distribute", "estimator", "feature_column", "framework", "layers", "learn",
             "legacy_seq2seq", "lookup", "metrics", "opt", "rnn", "seq2seq", "slim", "summary", "tpu", "training")

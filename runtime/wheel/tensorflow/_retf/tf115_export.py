@@ -1,4 +1,4 @@
-"""Graphs this TensorFlow exports, in the form TensorFlow 1.15 reads (shipped as tensorflow/_retf_tf115_export.py).
+"""Graphs this TensorFlow exports, in the form TensorFlow 1.15 reads (tensorflow._retf.tf115_export).
 
 TensorFlow 2.x emits newer op versions and attributes for the same 1.x API calls: a SavedModel whose
 tf.Example parsing is ParseExampleV2, or whose FusedBatchNormV3 carries exponential_avg_factor, is refused
@@ -13,8 +13,8 @@ In 1.x API mode the bootstrap routes every export through here:
   finding), naming the op, its nodes and what to do; an export this module cannot rewrite is written as
   TensorFlow 2.x made it, said the same way: the user's save never fails here.
 
-TF 1.15.5's op registry (every op, its attributes and their defaults) ships beside this file as
-_retf_tf115_ops.json. `retf-tf115-check PATH...` (main() below) reports what TF 1.15 would refuse in a
+TF 1.15.5's op registry (every op, its attributes and their defaults) ships beside this file, as
+tf115_ops.json. `retf-tf115-check PATH...` (main() below) reports what TF 1.15 would refuse in a
 SavedModel, a meta graph or a GraphDef, with exit code 1; RETF_TF115_EXPORTS=0 keeps 2.x's forms.
 Python 3.6, standard library and TensorFlow only.
 """
@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-REGISTRY_FILE = "_retf_tf115_ops.json"
+REGISTRY_FILE = "tf115_ops.json"
 
 # retf's ops by name prefix (the first that matches), and how a graph is built without them.
 _RETF_SWITCHES = (

@@ -1,4 +1,4 @@
-"""One Keras for the 1.x API mode, as TF 1.15 had, and no silent self-deadlock (shipped as tensorflow/_retf_keras_bridge.py).
+"""One Keras for the 1.x API mode, as TF 1.15 had, and no silent self-deadlock (tensorflow._retf.keras_bridge).
 
 TF 2.6.2 in 1.x API mode has two Keras copies in one process: `keras` (tf.keras, tf.layers,
 tf.nn.rnn_cell) and the legacy `tensorflow.python.keras` (what TF 1.x-era libraries import, e.g.
