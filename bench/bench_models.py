@@ -14,10 +14,10 @@ data; DSSM, MMoE, DIN, DIEN on Taobao-like data) with each optimizer on three si
                       RETF_FAST_DECODE_CSV=0, RETF_LARGE_BLOCK_ALLOCATOR=0, RETF_FUSED_CONCAT_GRAD=0)
   wheel               the same wheel with its recipe's defaults: the sparse updates of
                       tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
-                      kernels (the same results; Adam's untouched rows decayed early), small
-                      weights' MatMul gradients in retf's transposed product, DIN's activation-unit
-                      concat gradient in one retf kernel, DecodeCSV in retf's kernel, large blocks
-                      kept by the CPU allocator, and the recipe's runtime defaults (none today)
+                      kernels (the same results), small weights' MatMul gradients in retf's
+                      transposed product, DIN's activation-unit concat gradient in one retf kernel,
+                      DecodeCSV in retf's kernel, large blocks kept by the CPU allocator, and the
+                      recipe's runtime defaults (none)
   wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
                       allocator, or the BFC allocator: the evidence for a runtime default
   wheel, fused lookups (--sides ...,emb) the wheel's defaults plus RETF_FUSED_EMBEDDING=1:

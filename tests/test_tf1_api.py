@@ -112,7 +112,7 @@ def test_import_tensorflow_is_the_1x_api(v1_venv):
 
 
 def test_the_allocator_is_tensorflows_unless_the_user_chose(v1_venv):
-    # The model table (bench/MODELS.md) did not show the BFC allocator helping across the models, so the
+    # bench/MODELS.md ("The BFC allocator") does not show the BFC allocator helping across the models, so the
     # recipe sets no allocator; a user's own setting reaches TensorFlow untouched.
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     assert run_in(recipe, v1_venv, SURFACE)["bfc"] is None

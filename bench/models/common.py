@@ -29,7 +29,8 @@ def seed(offset):
     """The op-level seed of one initializer: --seed 1 gives `offset` itself, each other seed its own range.
 
     None with --graph-seeds: TensorFlow then derives the op seed from the graph seed and the number of ops
-    built so far, which depends on how each TensorFlow version builds the graph (bench/MODELS.md).
+    built so far, which depends on how each TensorFlow version builds the graph (bench/MODELS.md, "Same seeds,
+    different AUC").
     """
     if GRAPH_SEEDS[0]:
         return None

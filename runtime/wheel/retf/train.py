@@ -102,7 +102,7 @@ class AdamOptimizer(_FusedSparseAdam):
 def split_dense_adam():
     """Whether AdamOptimizer splits a sparse update into the untouched rows' decay, run early, and the named
     rows' update: RETF_SPLIT_DENSE_ADAM=1, read when the update is built. Off by default: it helped DIEN
-    and cost DIN (bench/MODELS.md, "The activation unit's gradient, and Adam's untouched rows early")."""
+    and cost DIN (bench/MODELS.md, "RETF_SPLIT_DENSE_ADAM")."""
     chosen = os.environ.get("RETF_SPLIT_DENSE_ADAM", "0")
     if chosen not in ("0", "1"):
         raise ValueError("RETF_SPLIT_DENSE_ADAM=%s is not 0 or 1 (whether AdamOptimizer decays the rows a sparse "
