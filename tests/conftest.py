@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -20,6 +21,15 @@ from factory import (
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = REPO / "recipes"
+# The op package's checks: run in the target interpreter by one runner, defined one module per op family.
+OP_CHECKS = REPO / "tests" / "ops" / "check_retf_ops.py"
+
+
+def op_check_classes() -> list[str]:
+    """The runner's check classes (names ending in "Test") in tests/ops/checks/, module by module."""
+    modules = sorted((OP_CHECKS.parent / "checks").glob("*.py"))
+    return [node.name for path in modules for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Test")]
 
 
 @dataclass(frozen=True)

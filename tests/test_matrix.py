@@ -1,6 +1,6 @@
 """Every TensorFlow build users bring (slow; run in CI): each row is built with a shipped recipe and the lock
 shipped for its input, verified in the recipe's old environment, and, for the newest TensorFlow here, its op
-library put through all of tests/ops/check_retf_ops.py.
+library put through every op check (tests/ops/check_retf_ops.py, the checks in tests/ops/checks/).
 
 | row | what it proves |
 |---|---|
@@ -15,7 +15,6 @@ The op checks run on every TensorFlow >= 2.11 here.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import subprocess
@@ -25,11 +24,10 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from conftest import RECIPES, run_cli
+from conftest import OP_CHECKS, RECIPES, op_check_classes, run_cli
 
 pytestmark = pytest.mark.slow
 
-CHECKS = Path(__file__).resolve().parent / "ops" / "check_retf_ops.py"
 ROWS = [
     ("emulated-py37", "tensorflow-cpu==2.11.0"),
     ("emulated-py36", "tensorflow-cpu==2.4.4"),
@@ -91,15 +89,10 @@ def test_numpy_imported_first_is_refused_with_both_versions_and_the_fixes(verifi
     assert "initialization failed" not in run.stderr
 
 
-def check_classes() -> list[str]:
-    return [node.name for node in ast.parse(CHECKS.read_text()).body
-            if isinstance(node, ast.ClassDef) and node.name.endswith("Test")]
-
-
-@pytest.mark.parametrize("check_class", check_classes())
+@pytest.mark.parametrize("check_class", op_check_classes())
 @pytest.mark.parametrize("recipe, requirement", OP_CHECKED)
 def test_the_op_checks_pass_on_the_newest_tensorflows(verified_rows, recipe, requirement, check_class):
     _, _, venv = verified_rows(recipe, requirement)
-    result = subprocess.run([str(venv / "bin" / "python"), str(CHECKS), "-v", check_class], capture_output=True,
+    result = subprocess.run([str(venv / "bin" / "python"), str(OP_CHECKS), "-v", check_class], capture_output=True,
                             text=True, timeout=1200)
     assert result.returncode == 0, f"{check_class} failed on {requirement}:\n{result.stderr[-8000:]}"

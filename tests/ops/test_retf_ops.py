@@ -1,25 +1,18 @@
 """The retf op package, checked inside the interpreter it ships for (Python 3.6 + TensorFlow).
 
-The checks live in check_retf_ops.py and run under $RETF_OPS_PYTHON: a Python with TensorFlow,
-NumPy and a built retf package importable (installed from a built wheel, or via PYTHONPATH).
-One pytest test per check class, so a failure names the area.
+The checks live in checks/ (one module per op family) and run through check_retf_ops.py under
+$RETF_OPS_PYTHON: a Python with TensorFlow, NumPy and a built retf package importable (installed from
+a built wheel, or via PYTHONPATH). One pytest test per check class, so a failure names the area.
 """
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-CHECKS = Path(__file__).resolve().parent / "check_retf_ops.py"
-
-
-def check_classes() -> list[str]:
-    tree = ast.parse(CHECKS.read_text())
-    return [node.name for node in tree.body if isinstance(node, ast.ClassDef) and node.name.endswith("Test")]
+from conftest import OP_CHECKS, op_check_classes
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +30,13 @@ def ops_python(request) -> str:
 def test_every_check_class_is_collected():
     assert {"SparseApplyAdamTest", "EmbeddingLookupSparseTest", "V1OptimizerTest", "KerasOptimizerTest",
             "ThreadingTest", "LoaderTest", "SparseApplyAdagradTest", "SparseApplyFtrlTest", "SparseApplyAdagradDecayTest",
-            "SparseApplyAdamAsyncTest", "FusedV1OptimizersTest", "DeepRecOptimizersTest"} <= set(check_classes())
+            "SparseApplyAdamAsyncTest", "FusedV1OptimizersTest", "DeepRecOptimizersTest"} <= set(op_check_classes())
+    assert len(set(op_check_classes())) == len(op_check_classes()), "the runner needs one class per name"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("check_class", check_classes())
+@pytest.mark.parametrize("check_class", op_check_classes())
 def test_retf_ops(ops_python, check_class):
-    result = subprocess.run([ops_python, str(CHECKS), "-v", check_class], capture_output=True, text=True,
+    result = subprocess.run([ops_python, str(OP_CHECKS), "-v", check_class], capture_output=True, text=True,
                             timeout=1200)
     assert result.returncode == 0, f"{check_class} failed under {ops_python}:\n{result.stderr[-8000:]}"

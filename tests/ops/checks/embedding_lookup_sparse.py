@@ -1,0 +1,143 @@
+"""retf.nn.embedding_lookup_sparse and its gradient (ops/cc/kernels/embedding_lookup_sparse_kernels.cc) against
+tf.compat.v1.nn.embedding_lookup_sparse."""
+
+import unittest
+
+import numpy as np
+import tensorflow as tf
+
+import retf
+
+from .common import COMBINERS, FLOATS, INDEX_TYPES, assert_close, random_sparse_batch, sparse
+
+
+class EmbeddingLookupSparseTest(unittest.TestCase):
+    def cases(self):
+        rng = np.random.RandomState(3)
+        indices, ids, weights = random_sparse_batch(rng, batch=9, vocab=12, max_per_row=5)
+        indices[:, 0] = np.minimum(indices[:, 0], 6)  # rows 7, 8 empty: output stops at the last used row
+        indices[:, 1] = np.arange(len(ids))
+        for dtype in FLOATS:
+            params = rng.uniform(-1, 1, (12, 5)).astype(dtype)
+            for index_dtype in INDEX_TYPES:
+                for combiner in COMBINERS:
+                    for weighted in (False, True):
+                        yield dtype, index_dtype, combiner, weighted, params, indices, ids.astype(index_dtype), \
+                            weights.astype(dtype)
+
+    def lookups(self, params, indices, ids, weights, combiner, weighted):
+        sp_ids = sparse(indices, ids, 9, len(ids))
+        sp_weights = sparse(indices, weights, 9, len(ids)) if weighted else None
+        ours = retf.nn.embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=combiner)
+        stock = tf.compat.v1.nn.embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=combiner)
+        return ours, stock
+
+    def test_forward_matches_tensorflow(self):
+        for dtype, index_dtype, combiner, weighted, params, indices, ids, weights in self.cases():
+            with self.subTest(dtype=dtype.__name__, ids=index_dtype.__name__, combiner=combiner, weighted=weighted):
+                for table in (tf.constant(params), tf.Variable(params)):
+                    ours, stock = self.lookups(table, indices, ids, weights, combiner, weighted)
+                    self.assertEqual(ours.shape, stock.shape)
+                    assert_close(self, ours.numpy(), stock.numpy(), dtype)
+
+    def test_gradient_matches_tensorflow_and_is_unique_rows(self):
+        for dtype, index_dtype, combiner, weighted, params, indices, ids, weights in self.cases():
+            with self.subTest(dtype=dtype.__name__, ids=index_dtype.__name__, combiner=combiner, weighted=weighted):
+                table = tf.Variable(params)
+                grads = []
+                for lookup in (retf.nn.embedding_lookup_sparse, tf.compat.v1.nn.embedding_lookup_sparse):
+                    with tf.GradientTape() as tape:
+                        sp_ids = sparse(indices, ids, 9, len(ids))
+                        sp_weights = sparse(indices, weights, 9, len(ids)) if weighted else None
+                        out = lookup(table, sp_ids, sp_weights, combiner=combiner)
+                        loss = tf.reduce_sum(out * out * np.arange(1, 6, dtype=dtype))
+                    grads.append(tape.gradient(loss, table))
+                ours, stock = grads
+                self.assertIsInstance(ours, tf.IndexedSlices)
+                self.assertEqual(len(set(ours.indices.numpy().tolist())), int(ours.indices.shape[0]))
+                self.assertEqual(sorted(ours.indices.numpy().tolist()), sorted(set(ids.tolist())))
+                assert_close(self, tf.convert_to_tensor(ours).numpy(), tf.convert_to_tensor(stock).numpy(), dtype)
+
+    def test_gradient_groups_ids_up_to_the_largest_int64(self):
+        big = 2 ** 63 - 1
+        unique, values = retf.ops.embedding_lookup_sparse_grad(
+            tf.constant([[1.0, 2.0], [3.0, 4.0]]), tf.constant([big, 0, big, 5], tf.int64),
+            tf.constant([0, 0, 1, 1], tf.int64), combiner="sum")
+        self.assertEqual(unique.numpy().tolist(), [0, 5, big])
+        np.testing.assert_array_equal(values.numpy(), [[1, 2], [3, 4], [4, 6]])
+
+    def test_row_widths_of_every_column_block(self):
+        # The kernels sum a row in blocks of 64, 32 or 16 bytes, then single columns.
+        rng = np.random.RandomState(8)
+        indices, ids, weights = random_sparse_batch(rng, batch=6, vocab=10, max_per_row=4)
+        for dtype in FLOATS:
+            for dim in (1, 2, 3, 4, 8, 12, 16, 24, 32, 36, 64, 67):
+                with self.subTest(dtype=dtype.__name__, dim=dim):
+                    table = tf.Variable(rng.uniform(-1, 1, (10, dim)).astype(dtype))
+                    grads = []
+                    for lookup in (retf.nn.embedding_lookup_sparse, tf.compat.v1.nn.embedding_lookup_sparse):
+                        with tf.GradientTape() as tape:
+                            out = lookup(table, sparse(indices, ids, 6, 4), sparse(indices, weights.astype(dtype), 6, 4),
+                                         combiner="mean")
+                            loss = tf.reduce_sum(out * out)
+                        grads.append((out.numpy(), tf.convert_to_tensor(tape.gradient(loss, table)).numpy()))
+                    (ours, ours_grad), (stock, stock_grad) = grads
+                    assert_close(self, ours, stock, dtype)
+                    assert_close(self, ours_grad, stock_grad, dtype)
+
+    def test_numeric_gradient_float64(self):
+        rng = np.random.RandomState(4)
+        indices, ids, weights = random_sparse_batch(rng, batch=5, vocab=6, max_per_row=4)
+        params = rng.uniform(-1, 1, (6, 3))
+        for combiner in COMBINERS:
+            for weighted in (False, True):
+                with self.subTest(combiner=combiner, weighted=weighted):
+                    def lookup(table, w, weighted=weighted, combiner=combiner):
+                        sp_weights = sparse(indices, w, 5, 8) if weighted else None
+                        return retf.nn.embedding_lookup_sparse(table, sparse(indices, ids, 5, 8), sp_weights,
+                                                               combiner=combiner)
+                    theoretical, numerical = tf.test.compute_gradient(lookup, [tf.constant(params),
+                                                                               tf.constant(weights)])
+                    for which, (t, n) in enumerate(zip(theoretical, numerical)):
+                        if which == 1 and not weighted:
+                            continue
+                        np.testing.assert_allclose(t, n, rtol=1e-6, atol=1e-7)
+
+    def test_empty_batch(self):
+        for combiner in COMBINERS:
+            sp_ids = tf.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0], tf.int64), [3, 2])
+            ours, stock = (f(tf.ones([4, 2]), sp_ids, None, combiner=combiner) for f in
+                           (retf.nn.embedding_lookup_sparse, tf.compat.v1.nn.embedding_lookup_sparse))
+            self.assertEqual(ours.shape, stock.shape)
+            self.assertEqual(tuple(ours.shape), (0, 2))
+
+    def test_out_of_range_id_and_unsorted_rows(self):
+        params = tf.ones([4, 2])
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"ids\[1\] = 4 is not in \[0, 4\)"):
+            retf.nn.embedding_lookup_sparse(params, sparse([[0, 0], [1, 0]], np.array([1, 4]), 2, 1), None)
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "sorted"):
+            retf.ops.embedding_lookup_sparse(params, tf.constant([1, 2]), tf.constant([1, 0], tf.int64))
+        # A wild last segment id is refused, not allowed to overflow the output's shape.
+        for last in (2 ** 62, 2 ** 63 - 1):
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "segment_ids"):
+                retf.ops.embedding_lookup_sparse(params, tf.constant([1, 2]), tf.constant([0, last], tf.int64))
+        for segment_ids, message in (([-1, 0], r"segment_ids\[0\] = -1 is negative"),
+                                     ([0, 1, -1], r"segment_ids\[2\] = -1 is negative"),
+                                     ([0, 2, 1, 3], r"segment_ids\[2\] = 1 follows segment_ids\[1\] = 2")):
+            segment_ids = tf.constant(segment_ids, tf.int64)
+            ids = tf.zeros_like(segment_ids)
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                retf.ops.embedding_lookup_sparse(params, ids, segment_ids)
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                retf.ops.embedding_lookup_sparse_grad(tf.ones([4, 2]), ids, segment_ids)
+
+    def test_falls_back_where_fusion_does_not_apply(self):
+        rng = np.random.RandomState(5)
+        indices, ids, _ = random_sparse_batch(rng, batch=4, vocab=10, max_per_row=3, empty_rows=False)
+        sp_ids = sparse(indices, ids, 4, 3)
+        params = rng.uniform(-1, 1, (10, 4)).astype(np.float32)
+        for kwargs in ({"max_norm": 0.5}, {}):
+            shards = [tf.constant(params[0::2]), tf.constant(params[1::2])] if not kwargs else tf.constant(params)
+            ours = retf.nn.embedding_lookup_sparse(shards, sp_ids, None, **kwargs)
+            stock = tf.compat.v1.nn.embedding_lookup_sparse(shards, sp_ids, None, **kwargs)
+            np.testing.assert_array_equal(ours.numpy(), stock.numpy())
