@@ -8,7 +8,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # DecodeCSVTest compares retf's DecodeCSV kernel with TensorFlow's, which must stay the default here (a
-# wheel with v1_fast_decode_csv would otherwise make retf's every node's kernel at import).
+# wheel with fast_decode_csv = true would otherwise make retf's every node's kernel at import).
 os.environ["RETF_FAST_DECODE_CSV"] = "0"
 
 # tensorflow first: a build whose numpy the environment's cannot serve (TF 2.11 in a numpy 1.18
