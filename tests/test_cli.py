@@ -271,3 +271,13 @@ def test_an_unwritable_cache_is_one_clear_error(cli, tf_wheel, recipe, tmp_path)
     run = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", tmp_path / "out", "--cache-dir", blocked / "cache")
     assert_clean_failure(run, "output", "the cache folder cannot be written", tmp_path / "out")
     assert "--cache-dir DIR or set RETFWHEEL_CACHE_DIR" in run.err
+
+
+def test_a_deprecated_recipe_key_is_read_with_one_warning_line(cli, tf_wheel, recipe, tmp_path):
+    recipe.write_text("v1_fused_sparse = false\n" + recipe.read_text())
+    run = cli("build", tf_wheel(), "--recipe", recipe, "--out-dir", tmp_path / "out", "--dry-run")
+    assert run.code == 0, run.err
+    warnings = [line for line in run.err.splitlines() if line.startswith("warning: ")]
+    assert warnings == [f"warning: {recipe}: top-level v1_fused_sparse is deprecated; write it as fused_sparse = false "
+                        "in [features] (the old key is read for one more release)"]
+    assert "dry run: nothing written" in run.out
