@@ -1,0 +1,78 @@
+"""The raw retf ops, one module per op family, and their gradients.
+
+Each function loads the op library on first use. Variables may be given as resource variables
+(or their handles) or, in graph mode, as reference variables. Importing this package registers the
+ops' gradients with TensorFlow, once per process.
+
+- ``adam``: sparse_apply_adam, sparse_apply_adam_async, sparse_apply_adam_dense, adam_decay_untouched.
+- ``adagrad_ftrl``: sparse_apply_adagrad, sparse_apply_adagrad_decay, sparse_apply_ftrl.
+- ``embedding``: embedding_lookup_sparse and embedding_lookup_sparse_grad, its gradient.
+- ``matmul``: transposed_matmul, and route_weight_gradients into MatMul's gradient.
+- ``pair_concat``: pair_concat_grad, pair_dense_input_grad, repeated_pair_grad, and
+  route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul.
+- ``decode_csv``: use_fast_decode_csv, retf's kernel for TensorFlow's DecodeCSV.
+- ``allocator``: use_large_block_allocator, retf's CPU allocator for TensorFlow.
+"""
+
+from retf.ops._common import _loaded_library  # noqa: F401  (the op checks call it)
+from retf.ops.adagrad_ftrl import sparse_apply_adagrad, sparse_apply_adagrad_decay, sparse_apply_ftrl
+from retf.ops.adam import adam_decay_untouched, sparse_apply_adam, sparse_apply_adam_async, sparse_apply_adam_dense
+from retf.ops.allocator import use_large_block_allocator
+from retf.ops.decode_csv import DECODE_CSV_LABEL, use_fast_decode_csv
+from retf.ops.embedding import (
+    EMBEDDING_LOOKUP_SPARSE,
+    RESOURCE_EMBEDDING_LOOKUP_SPARSE,
+    embedding_lookup_sparse,
+    embedding_lookup_sparse_grad,
+)
+from retf.ops.matmul import (
+    WEIGHT_GRADIENT_MAX_VALUES,
+    route_weight_gradients,
+    routed_matmul_gradient,
+    transposed_matmul,
+)
+from retf.ops.pair_concat import (
+    PAIR_CONCAT_GRAD,
+    PAIR_DENSE_INPUT_GRAD,
+    REPEATED_PAIR_GRAD,
+    pair_concat_grad,
+    pair_dense_input_grad,
+    repeated_pair_grad,
+    route_pair_concat_gradients,
+    routed_concat_gradient,
+    routed_pair_dense_gradient,
+    routed_piece_gradient,
+    routed_tile_gradient,
+)
+
+__all__ = [
+    "DECODE_CSV_LABEL",
+    "EMBEDDING_LOOKUP_SPARSE",
+    "PAIR_CONCAT_GRAD",
+    "PAIR_DENSE_INPUT_GRAD",
+    "REPEATED_PAIR_GRAD",
+    "RESOURCE_EMBEDDING_LOOKUP_SPARSE",
+    "WEIGHT_GRADIENT_MAX_VALUES",
+    "adam_decay_untouched",
+    "embedding_lookup_sparse",
+    "embedding_lookup_sparse_grad",
+    "pair_concat_grad",
+    "pair_dense_input_grad",
+    "repeated_pair_grad",
+    "route_pair_concat_gradients",
+    "route_weight_gradients",
+    "routed_concat_gradient",
+    "routed_matmul_gradient",
+    "routed_pair_dense_gradient",
+    "routed_piece_gradient",
+    "routed_tile_gradient",
+    "sparse_apply_adagrad",
+    "sparse_apply_adagrad_decay",
+    "sparse_apply_adam",
+    "sparse_apply_adam_async",
+    "sparse_apply_adam_dense",
+    "sparse_apply_ftrl",
+    "transposed_matmul",
+    "use_fast_decode_csv",
+    "use_large_block_allocator",
+]
