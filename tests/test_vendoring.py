@@ -244,3 +244,32 @@ def test_a_damaged_lock_in_the_cache_is_removed_and_the_build_asks_for_a_new_one
     assert not stored.exists() and not (tmp_path / "out").exists()
     publish_file(stored, "locks", text)  # what `retfwheel lock` does
     assert build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache).output.read_bytes() == expected
+
+
+def test_private_names_ship_under_tensorflow_vendor_and_every_import_follows(vendoring, tmp_path):
+    user = b"import numpy as np\nfrom numpy import array\n\n\ndef f():\n    import numpy\n    return numpy, np, array\n"
+    source, recipe_path, cache = vendoring(runtime='private_names = ["numpy"]',
+                                           extra={"tensorflow/python/util/uses.py": user})
+    out = build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache).output
+    with zipfile.ZipFile(out) as archive:
+        names = set(archive.namelist())
+        rewritten = archive.read("tensorflow/python/util/uses.py")
+        untouched = archive.read("tensorflow/python/ops/array_ops.py")
+        config = injected_config(archive.read("tensorflow/__init__.py"))
+    assert {"tensorflow/_vendor/__init__.py", "tensorflow/_vendor/numpy/__init__.py", "tensorflow/_vendor/numpy_extra.py",
+            "tensorflow/_vendor/numpy-1.19.5.dist-info.vendored/METADATA"} <= names
+    assert not any(n.startswith("tensorflow.deps/numpy") for n in names)
+    assert rewritten == (b"from tensorflow._vendor import numpy as np\nfrom tensorflow._vendor.numpy import array\n\n\n"
+                         b"def f():\n    from tensorflow._vendor import numpy\n    return numpy, np, array\n")
+    assert untouched == b"def identity(x):\n    return x\n"
+    assert config["distributions"] == []  # TensorFlow's own: never routed to the environment's numpy
+
+
+def test_a_private_name_the_rewrite_cannot_follow_is_refused_naming_the_file_and_line(vendoring, tmp_path):
+    from retfwheel.errors import TargetMismatchError
+
+    source, recipe_path, cache = vendoring(runtime='private_names = ["numpy"]',
+                                           extra={"tensorflow/python/util/odd.py": b"x = 1\nname = 'numpy'\n"})
+    with pytest.raises(TargetMismatchError, match=r"tensorflow/python/util/odd.py:2: the string 'numpy' names a renamed"):
+        build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())

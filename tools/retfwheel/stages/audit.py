@@ -15,7 +15,15 @@ from retfwheel.native.elf import ElfInfo, format_version
 from retfwheel.native.policy import violations
 from retfwheel.native.verdict import Fit, bundled_libraries, judge_elf
 from retfwheel.stages.oplib import OPS_LIBRARY
-from retfwheel.stages.plan import BOOTSTRAP_FILE, BOOTSTRAP_MODULE, DEPS_DIR, PACKAGE, RUNTIME_DIR, BuildPlan
+from retfwheel.stages.plan import (
+    BOOTSTRAP_FILE,
+    BOOTSTRAP_MODULE,
+    DEPS_DIR,
+    PACKAGE,
+    PRIVATE_PARENT,
+    RUNTIME_DIR,
+    BuildPlan,
+)
 from retfwheel.stages.sbom import SBOM_NAME, check_sbom, read_sbom
 from retfwheel.stages.sharing import PRIVATE_METADATA_SUFFIX
 from retfwheel.targets.recipe import Recipe, Target
@@ -92,10 +100,14 @@ def _audit_sbom(wheel, plan: BuildPlan, checks: list[str]) -> None:
     shipped = {name: read_content(wheel.archive, m) for name in (f"{RUNTIME_DIR}/libstdc++.so.6", OPS_LIBRARY)
                if (m := wheel.archive.member(name)) is not None}
     vendored = set()
+    private = PRIVATE_PARENT.replace(".", "/") + "/"
     for name in (m.name for m in wheel.archive.members):
         top, _, rest = name.partition("/")
+        if name.startswith(private):  # the private_names distributions: tensorflow/_vendor/<name>-<v>.dist-info.vendored
+            rest = name[len(private):]
         folder = rest.split("/", 1)[0]
-        if top == DEPS_DIR and folder.endswith(PRIVATE_METADATA_SUFFIX) and rest.endswith("/METADATA"):
+        if (top == DEPS_DIR or name.startswith(private)) and folder.endswith(PRIVATE_METADATA_SUFFIX) \
+                and rest == f"{folder}/METADATA":
             dist, version = folder[: -len(PRIVATE_METADATA_SUFFIX)].rsplit("-", 1)
             vendored.add((str(canonicalize_name(dist)), version))
     problems = check_sbom(components, shipped, vendored)

@@ -67,6 +67,10 @@ def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: t
     if results.vendored:
         members += results.vendored.members
         notes += results.vendored.notes
+        if results.vendored.replaced:  # the input's modules that import the private_names ones, rewritten
+            replaced = {m.name for m in results.vendored.replaced}
+            plan = dataclasses.replace(plan, members=tuple(m for m in plan.members if m.name not in replaced))
+            members += results.vendored.replaced
     inject_step = next((s for s in plan.steps if isinstance(s, InjectBootstrap)), None)
     runtime_step = next((s for s in plan.steps if isinstance(s, VendorRuntime)), None)
     members.append(NewMember(f"{plan.dist_info}/{SBOM_NAME}",
@@ -163,7 +167,7 @@ def _bootstrap_config(plan: BuildPlan, step: InjectBootstrap, runtime_step: Vend
     if vendored:
         distributions = tuple(Distribution(s.name, s.version, s.range, s.modules, metadata_folder(s.name, s.version))
                               for s in vendored.shares
-                              if not s.not_served)
+                              if not s.not_served and not s.private_name)
         modules = {m for share in vendored.shares for m in share.modules}
         lazy = tuple(sorted(m for m in LAZY if m in modules))
     return BootstrapConfig(label=f"{plan.name} {plan.version}", dist_info=plan.dist_info, conflicts=step.conflicts,

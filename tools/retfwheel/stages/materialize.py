@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from retfwheel.errors import WheelFormatError
+from packaging.utils import canonicalize_name
+
+from retfwheel.errors import TargetMismatchError, WheelFormatError
 from retfwheel.native.elf import ElfInfo, read_elf
 from retfwheel.native.scan import verified_elves
 from retfwheel.stages.oplib import (
@@ -23,6 +25,7 @@ from retfwheel.stages.oplib import (
     sources_digest,
 )
 from retfwheel.stages.plan import (
+    PRIVATE_PARENT,
     BuildOps,
     BuildPlan,
     CopyMember,
@@ -36,6 +39,7 @@ from retfwheel.targets.recipe import Recipe
 from retfwheel.targets.runtime import obtain_runtime
 from retfwheel.wheelfile.archive import Archive, MemberView, read_content
 from retfwheel.wheelfile.record import file_sha256
+from retfwheel.wheelfile.renaming import RenameError, rename_imports
 from retfwheel.wheelfile.wheel import console_scripts, read_wheel
 
 Progress = Callable[[str], None]
@@ -72,6 +76,7 @@ class VendoredResult:
     shares: tuple[Share, ...]  # how each vendored distribution is served
     entry_points: dict[str, str]  # console script -> "module:attr" across vendored distributions
     notes: tuple[str, ...]
+    replaced: tuple[NewMember, ...] = ()  # members of the input rewritten to import the private_names modules
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, 
         elif isinstance(step, VendorRuntime):
             runtime = _vendor_runtime(step, recipe, cache, progress)
         elif isinstance(step, VendorDependencies):
-            vendored = _vendor_dependencies(step, plan, recipe, cache, target_python, progress)
+            vendored = _vendor_dependencies(step, plan, recipe, archive, cache, target_python, progress)
     return StepResults(ops, runtime, vendored)
 
 
@@ -127,7 +132,7 @@ def _build_ops(plan: BuildPlan, step: BuildOps, archive: Archive, cache: Path, p
                      identity, sources_digest(spec, op_source_files(spec)))
 
 
-def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Recipe, cache: Path,
+def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path,
                          target_python: Path | None, progress: Progress) -> VendoredResult:
     wheels = fetch_locked(step.lock, recipe, cache, target_python, progress)
     members: list[CopyMember | NewMember] = []
@@ -137,6 +142,7 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
     dropped: list[str] = []
     skipped: list[str] = []
     seen: dict[str, str] = {}
+    private: dict[str, tuple[str, ...]] = {}  # private_names distribution -> its modules
     progress(f"verifying {len(wheels)} vendored wheels")
     for path in wheels:
         wheel = read_wheel(path)
@@ -144,6 +150,7 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
             skipped.append(f"{wheel.metadata_name} ({NOT_SERVED[wheel.name]})")
             continue
         scan_elves = verified_elves(wheel, file_sha256(wheel.path), cache, progress)
+        folder = PRIVATE_FOLDER if str(wheel.name) in step.private_names else step.dest
         renamed: dict[str, str] = {}
         files: list[tuple[str, str]] = []
         for member in wheel.archive.members:
@@ -152,7 +159,7 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
             if name is None:
                 dropped.append(f"{wheel.metadata_name}:{member.name}")
                 continue
-            dest = f"{step.dest}/{name}"
+            dest = f"{folder}/{name}"
             if dest in seen:
                 raise WheelFormatError(f"{path.name} and {seen[dest]} both provide {name}")
             seen[dest] = path.name
@@ -168,9 +175,20 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
         if entry is not None:
             entry_points.update(console_scripts(read_content(wheel.archive, entry)))
         modules, namespaces = importable_names(files)
+        if folder == PRIVATE_FOLDER:
+            private[str(wheel.name)] = tuple(sorted(m for m in modules if m not in namespaces))
         dependencies.append(Dependency(wheel.metadata_name, str(wheel.version), wheel.requires_dist,
                                        tuple(sorted(m for m in modules if m not in namespaces))))
     shares = sharing_table(plan.input_name, plan.input_requires, dependencies, recipe.target, plan.api_requires)
+    renames = _private_renames(step.private_names, private)
+    replaced: tuple[NewMember, ...] = ()
+    if renames:
+        progress(f"pointing imports of {', '.join(sorted(renames))} at {PRIVATE_PARENT}")
+        members = [_with_renamed_imports(member, renames) for member in members]
+        members.append(NewMember(f"{PRIVATE_FOLDER}/__init__.py", PRIVATE_INIT))
+        replaced = renamed_input_members(archive, plan, renames)
+        shares = tuple(dataclasses.replace(s, private_name=True) if canonicalize_name(s.name) in private else s
+                       for s in shares)
     notes = [f"vendored {len(dependencies)} locked distributions into {step.dest}/ (lock {step.lock.path.name}), "
              f"each served only where the environment lacks it or has it outside the range the input works with"]
     notes += [f"range of {s.name}: the input's {s.correction.pinned} taken as {s.correction.range} ({s.correction.reason})"
@@ -180,7 +198,65 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
     if dropped:
         notes.append(f"left out {len(dropped)} files pip would put outside site-packages or .pth files "
                      f"({', '.join(sorted(dropped)[:3])}{', ...' if len(dropped) > 3 else ''})")
-    return VendoredResult(tuple(members), tuple(elves), shares, entry_points, tuple(notes))
+    if renames:
+        notes.append(f"{', '.join(sorted(private))} ship as {PRIVATE_PARENT}.<module>: {len(replaced)} of the input's "
+                     "modules and the vendored ones import them there, so the environment's own keep their names")
+    return VendoredResult(tuple(members), tuple(elves), tuple(shares), entry_points, tuple(notes), replaced)
+
+
+PRIVATE_FOLDER = PRIVATE_PARENT.replace(".", "/")
+PRIVATE_INIT = (b'"""Distributions TensorFlow imports under private names (retfwheel\'s [deps] private_names), so that\n'
+                b'the environment\'s own copies keep their public names in the same process."""\n')
+
+
+def _private_renames(wanted: tuple[str, ...], found: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """{top-level module: the package it ships in} of the private_names distributions the lock vendors."""
+    missing = sorted(set(wanted) - set(found))
+    if missing:
+        raise TargetMismatchError(f"[deps] private_names names {', '.join(missing)}, which the lock does not vendor",
+                                  hint="name distributions the lock holds, or drop them from private_names")
+    dotted = sorted(m for modules in found.values() for m in modules if "." in m)
+    if dotted:
+        raise TargetMismatchError(f"[deps] private_names: {', '.join(dotted)} live in namespace packages, which "
+                                  "cannot move under a private name", hint="drop their distributions from private_names")
+    return {module: PRIVATE_PARENT for modules in found.values() for module in modules}
+
+
+def _mentions(data: bytes, renames: dict[str, str]) -> bool:
+    return any(module.encode() in data for module in renames)
+
+
+def _rewritten(data: bytes, where: str, renames: dict[str, str]) -> bytes:
+    try:
+        return rename_imports(data.decode("utf-8"), where, renames).encode("utf-8")
+    except (RenameError, UnicodeDecodeError) as error:
+        raise TargetMismatchError(f"cannot point {where} at the private names: {error}",
+                                  hint="drop its distribution from [deps] private_names") from None
+
+
+def _with_renamed_imports(member: CopyMember | NewMember, renames: dict[str, str]) -> CopyMember | NewMember:
+    if not member.name.endswith(".py"):
+        return member
+    data = member.data if isinstance(member, NewMember) else read_content(member.archive, member.source)
+    if not _mentions(data, renames):
+        return member
+    changed = _rewritten(data, member.name, renames)
+    return member if changed == data else NewMember(member.name, changed, member.executable)
+
+
+def renamed_input_members(archive: Archive, plan: BuildPlan, renames: dict[str, str]) -> tuple[NewMember, ...]:
+    """The input's Python modules that import a renamed module, rewritten (same names: they replace the input's)."""
+    shipped = {m.name for m in plan.members}
+    replaced = []
+    for member in archive.members:
+        if not member.name.endswith(".py") or member.name not in shipped:
+            continue
+        data = read_content(archive, member)
+        if _mentions(data, renames):
+            changed = _rewritten(data, member.name, renames)
+            if changed != data:
+                replaced.append(NewMember(member.name, changed, member.executable))
+    return tuple(replaced)
 
 
 def _vendored_name(name: str, dist_info: str, data_dir: str, metadata: str) -> str | None:

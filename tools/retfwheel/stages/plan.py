@@ -47,6 +47,7 @@ TF115_OPS_FILE = BOOTSTRAP_MODULE.replace(".", "/") + "/tf115_ops.json"  # read 
 TF115_CHECK_SCRIPT = "retf-tf115-check"
 RUNTIME_DIR = f"{PACKAGE}.libs"  # auditwheel's <package>.libs convention
 DEPS_DIR = f"{PACKAGE}.deps"
+PRIVATE_PARENT = f"{PACKAGE}._vendor"  # the package the private_names distributions' modules ship in
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,12 @@ class VendorRuntime:
 
 @dataclass(frozen=True)
 class VendorDependencies:
-    """Unpack the locked wheels into DEPS_DIR and drop them from Requires-Dist."""
+    """Unpack the locked wheels into DEPS_DIR and drop them from Requires-Dist; the private_names ones into
+    PRIVATE_PARENT, with every import of their modules (the input's, theirs, the other vendored ones') rewritten."""
 
     lock: Lock
     dest: str
+    private_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
         if lock is None:
             raise TargetMismatchError(f"{recipe.path}: [deps] vendor = true needs a lock file (retfwheel lock)")
         _check_scripts(recipe, lock)
-        steps.append(VendorDependencies(lock, DEPS_DIR))
+        steps.append(VendorDependencies(lock, DEPS_DIR, recipe.deps.private_names))
         drop_requirements = {str(canonicalize_name(r.name)) for r in vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements)}
     entry_points = f"{wheel.dist_info}/entry_points.txt"
     init_name = f"{PACKAGE}/__init__.py"

@@ -77,6 +77,7 @@ class Share:
     requested_by: tuple[str, ...]
     correction: Correction | None = None
     not_served: str = ""  # why it is never served privately, if so
+    private_name: bool = False  # shipped under a private name ([deps] private_names): TensorFlow's own, never routed
 
     def config(self) -> dict:
         """The bootstrap's view of it."""

@@ -82,6 +82,9 @@ class DepsSpec:
     leave: tuple[str, ...] = ()  # requirement names left to the target environment
     scripts: dict[str, str] | None = None  # vendored console script -> name it is published under
     environment_scripts: tuple[str, ...] = ()  # scripts owned by the target environment's packages
+    # distributions whose modules ship under private names (tensorflow._vendor.<module>), imports of them
+    # rewritten, so the environment's own copies keep the public names in the same process
+    private_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -310,7 +313,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "input": ("requirement",),
     "output": ("name", "local_version", "platform", "extra_platform_tags"),
     "libstdcxx": ("source", "vendor", "compiler", "path", "package", "version", "suite", "sha256"),
-    "deps": ("vendor", "lock", "leave", "scripts", "environment_scripts"),
+    "deps": ("vendor", "lock", "leave", "scripts", "environment_scripts", "private_names"),
     "bootstrap": ("conflicts",),
     "ops": ("build", "builder", "compiler", "suite"),
     "features": tuple(BY_KEY),
@@ -511,6 +514,9 @@ def _deps_spec(c: _Checker, data: dict, path: Path) -> DepsSpec | None:
     leave = c.get(t, "deps", "leave", _names, ())
     scripts = c.get(t, "deps", "scripts", _script_map, {})
     environment_scripts = c.get(t, "deps", "environment_scripts", _names, ())
+    private_names = c.get(t, "deps", "private_names", _names, ())
+    for name in set(private_names or ()) & set(leave or ()):
+        c.problem("[deps] private_names =", f"'{name}' is also in leave: a distribution left to the environment is not shipped")
     return DepsSpec(bool(vendor), path.parent / lock if lock else None, tuple(leave or ()), scripts or {},
-                    tuple(environment_scripts or ()))
+                    tuple(environment_scripts or ()), tuple(str(canonicalize_name(n)) for n in private_names or ()))
 
