@@ -273,3 +273,15 @@ def test_a_private_name_the_rewrite_cannot_follow_is_refused_naming_the_file_and
     with pytest.raises(TargetMismatchError, match=r"tensorflow/python/util/odd.py:2: the string 'numpy' names a renamed"):
         build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_a_package_init_that_imports_a_private_name_is_rewritten_then_bootstrapped_once(vendoring, tmp_path):
+    init = b'"""TensorFlow."""\nfrom __future__ import absolute_import\nimport numpy\n__version__ = "2.6.2"\n'
+    source, recipe_path, cache = vendoring(runtime='private_names = ["numpy"]', extra={"tensorflow/__init__.py": init})
+    out = build_wheel(source, load_recipe(recipe_path), tmp_path / "out", cache=cache).output
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        patched = archive.read("tensorflow/__init__.py").decode()
+    assert names.count("tensorflow/__init__.py") == 1
+    assert "from tensorflow._vendor import numpy\n" in patched and "\nimport numpy\n" not in patched
+    assert patched.count("retfwheel bootstrap: begin") == 1

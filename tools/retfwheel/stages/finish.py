@@ -64,14 +64,17 @@ def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: t
     if results.runtime:
         members.append(results.runtime.member)
         notes.append(results.runtime.note)
+    inject_step = next((s for s in plan.steps if isinstance(s, InjectBootstrap)), None)
+    # the input's modules that import the private_names ones, rewritten; the package's __init__, if among them, is
+    # the source the bootstrap is injected into
+    rewritten = {m.name: m for m in results.vendored.replaced} if results.vendored else {}
     if results.vendored:
         members += results.vendored.members
         notes += results.vendored.notes
-        if results.vendored.replaced:  # the input's modules that import the private_names ones, rewritten
-            replaced = {m.name for m in results.vendored.replaced}
-            plan = dataclasses.replace(plan, members=tuple(m for m in plan.members if m.name not in replaced))
-            members += results.vendored.replaced
-    inject_step = next((s for s in plan.steps if isinstance(s, InjectBootstrap)), None)
+        plan = dataclasses.replace(plan, members=tuple(m for m in plan.members if m.name not in rewritten))
+        members += [m for name, m in rewritten.items() if not (inject_step and name == inject_step.init_name)]
+    if inject_step is not None and inject_step.init_name in rewritten:
+        inject_step = dataclasses.replace(inject_step, init_source=rewritten[inject_step.init_name].data)
     runtime_step = next((s for s in plan.steps if isinstance(s, VendorRuntime)), None)
     members.append(NewMember(f"{plan.dist_info}/{SBOM_NAME}",
                              make_sbom(plan.name, plan.version, plan.tool_version, sbom_parts(plan, runtime_step, results))))

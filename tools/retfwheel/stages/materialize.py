@@ -29,6 +29,7 @@ from retfwheel.stages.plan import (
     BuildOps,
     BuildPlan,
     CopyMember,
+    InjectBootstrap,
     NewMember,
     VendorDependencies,
     VendorRuntime,
@@ -245,8 +246,9 @@ def _with_renamed_imports(member: CopyMember | NewMember, renames: dict[str, str
 
 
 def renamed_input_members(archive: Archive, plan: BuildPlan, renames: dict[str, str]) -> tuple[NewMember, ...]:
-    """The input's Python modules that import a renamed module, rewritten (same names: they replace the input's)."""
-    shipped = {m.name for m in plan.members}
+    """The input's Python modules that import a renamed module, rewritten (same names: they replace the input's; the
+    package's __init__ among them is the source `finish` injects the bootstrap into)."""
+    shipped = {m.name for m in plan.members} | {s.init_name for s in plan.steps if isinstance(s, InjectBootstrap)}
     replaced = []
     for member in archive.members:
         if not member.name.endswith(".py") or member.name not in shipped:
