@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -420,3 +421,14 @@ def test_each_injected_call_refuses_settings_of_another_schema(python36, module,
     assert result.returncode != 0
     assert (f"ImportError: tensorflow 9.9: its bootstrap settings are of schema {SCHEMA - 1}, but its bootstrap reads "
             f"schema {SCHEMA}") in result.stderr
+
+
+def test_the_keras_bridge_patches_the_keras_tf_keras_comes_from_and_never_a_users_own():
+    code = ("import sys, types; sys.path.insert(0, sys.argv[1])\n"
+            "from tensorflow._retf.keras_bridge import keras_package\n"
+            "print([keras_package(types.ModuleType(name)) for name in sys.argv[2:]])")
+    names = ["keras.api._v1.keras", "tensorflow._vendor.keras.api._v1.keras", "tensorflow._api.v2.compat.v1.keras",
+             "tensorflow.python.keras.api._v1.keras"]
+    run = subprocess.run([sys.executable, "-c", code, str(SHIPPED), *names],
+                         capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "['keras', 'tensorflow._vendor.keras', None, None]"

@@ -64,6 +64,7 @@ SAMPLES = {
                "etc/os-release": b"bullseye\n"}, "usr/lib/gcc/x86_64-linux-gnu/10/cc1plus"),
     "debian": (b"!<arch>\ndebian-binary" * 100, ""),
     "scans": (b'[{"path": "tensorflow/python/_pywrap_tensorflow_internal.so"}]', ""),
+    "renamed": (b"PK rewritten modules" * 100, ""),
     "probes": (b"\x7fELF probe" * 100, ""),
     "locks": (b'[lock]\nversion = 1\n', ""),
 }
@@ -390,7 +391,7 @@ def test_a_byte_flipped_in_each_kind_of_entry_a_build_uses_is_made_again_and_the
     expected = wheels[0][0]
     flipped = {}
     for kind, pick in (("inputs", "*.whl"), ("files", ""), ("built", "*.whl"), ("ops", ""), ("scans", ""),
-                       ("venvs", "lib/python3.6/site-packages/pip-*.dist-info/RECORD"), ("sdk", "tensorflow/include/tensorflow/core/framework/op.h")):
+                       ("renamed", ""), ("venvs", "lib/python3.6/site-packages/pip-*.dist-info/RECORD"), ("sdk", "tensorflow/include/tensorflow/core/framework/op.h")):
         found = entries(cache, kind)
         assert found, f"the cold build made no {kind} entry"
         entry = found[-1]

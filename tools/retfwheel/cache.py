@@ -309,6 +309,7 @@ KINDS: dict[str, str] = {
     "roots": "Debian build roots (debootstrap) for the op library",
     "debian": "Debian packages (the system libstdc++ of environments, a vendored libstdc++)",
     "scans": "ELF analyses of input wheels",
+    "renamed": "Python modules rewritten for [deps] private_names, by the wheels they come from",
     "probes": "the GLIBCXX_3.4.29 probe extension `verify` loads",
     "locks": "locks made by `retfwheel lock` for built-in recipes",
 }

@@ -5,12 +5,18 @@ notes); `finish` combines them, purely."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
+import json
+import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from packaging.utils import canonicalize_name
 
+from retfwheel.cache import discard, entry_lock, entry_path, publish_file, usable
 from retfwheel.errors import TargetMismatchError, WheelFormatError
 from retfwheel.native.elf import ElfInfo, read_elf
 from retfwheel.native.scan import verified_elves
@@ -38,9 +44,17 @@ from retfwheel.stages.sharing import NOT_SERVED, Dependency, Share, importable_n
 from retfwheel.targets.lock import fetch_locked
 from retfwheel.targets.recipe import Recipe
 from retfwheel.targets.runtime import obtain_runtime
+from retfwheel.wheelfile import protos, renaming
 from retfwheel.wheelfile.archive import Archive, MemberView, read_content
+from retfwheel.wheelfile.protos import ProtoError, is_generated, move_proto, read_proto
 from retfwheel.wheelfile.record import file_sha256
-from retfwheel.wheelfile.renaming import RenameError, rename_imports
+from retfwheel.wheelfile.renaming import (
+    KEPT_STRINGS,
+    PRIVATE_STRINGS,
+    RenameError,
+    rename_imports,
+    replace_private_strings,
+)
 from retfwheel.wheelfile.wheel import console_scripts, read_wheel
 
 Progress = Callable[[str], None]
@@ -174,20 +188,32 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
         elves += [_renamed(elf, renamed[elf.path]) for elf in scan_elves if elf.path in renamed]
         entry = wheel.archive.member(f"{wheel.dist_info}/entry_points.txt")
         if entry is not None:
-            entry_points.update(console_scripts(read_content(wheel.archive, entry)))
+            scripts = console_scripts(read_content(wheel.archive, entry))
+            if folder == PRIVATE_FOLDER:  # its scripts run its modules under their private names
+                scripts = {name: f"{PRIVATE_PARENT}.{target.strip()}" for name, target in scripts.items()}
+            entry_points.update(scripts)
         modules, namespaces = importable_names(files)
         if folder == PRIVATE_FOLDER:
             private[str(wheel.name)] = tuple(sorted(m for m in modules if m not in namespaces))
         dependencies.append(Dependency(wheel.metadata_name, str(wheel.version), wheel.requires_dist,
                                        tuple(sorted(m for m in modules if m not in namespaces))))
     shares = sharing_table(plan.input_name, plan.input_requires, dependencies, recipe.target, plan.api_requires)
-    renames = _private_renames(step.private_names, private)
+    renames = _private_renames(private)
+    absent = sorted(set(step.private_names) - set(private))
     replaced: tuple[NewMember, ...] = ()
     if renames:
         progress(f"pointing imports of {', '.join(sorted(renames))} at {PRIVATE_PARENT}")
-        members = [_with_renamed_imports(member, renames) for member in members]
+        key = entry_path(cache, "renamed", f"{_rewrite_key(plan, members, renames)}.zip")
+        with entry_lock(key):
+            cached = _cached_rewrite(key, progress)
+            if cached is None:
+                rewritten = (_with_renamed_imports(m, renames) for m in _with_moved_protos(members))
+                cached = ({m.name: m for m in rewritten if isinstance(m, NewMember)},
+                          renamed_input_members(archive, plan, renames))
+                publish_file(key, "renamed", _rewrite_archive(*cached))
+        changed, replaced = cached
+        members = [changed.get(member.name, member) for member in members]
         members.append(NewMember(f"{PRIVATE_FOLDER}/__init__.py", PRIVATE_INIT))
-        replaced = renamed_input_members(archive, plan, renames)
         shares = tuple(dataclasses.replace(s, private_name=True) if canonicalize_name(s.name) in private else s
                        for s in shares)
     notes = [f"vendored {len(dependencies)} locked distributions into {step.dest}/ (lock {step.lock.path.name}), "
@@ -199,6 +225,9 @@ def _vendor_dependencies(step: VendorDependencies, plan: BuildPlan, recipe: Reci
     if dropped:
         notes.append(f"left out {len(dropped)} files pip would put outside site-packages or .pth files "
                      f"({', '.join(sorted(dropped)[:3])}{', ...' if len(dropped) > 3 else ''})")
+    if absent:
+        notes.append(f"[deps] private_names: {', '.join(absent)} not among this input's locked distributions; "
+                     "nothing to rename for them")
     if renames:
         notes.append(f"{', '.join(sorted(private))} ship as {PRIVATE_PARENT}.<module>: {len(replaced)} of the input's "
                      "modules and the vendored ones import them there, so the environment's own keep their names")
@@ -210,12 +239,9 @@ PRIVATE_INIT = (b'"""Distributions TensorFlow imports under private names (retfw
                 b'the environment\'s own copies keep their public names in the same process."""\n')
 
 
-def _private_renames(wanted: tuple[str, ...], found: dict[str, tuple[str, ...]]) -> dict[str, str]:
-    """{top-level module: the package it ships in} of the private_names distributions the lock vendors."""
-    missing = sorted(set(wanted) - set(found))
-    if missing:
-        raise TargetMismatchError(f"[deps] private_names names {', '.join(missing)}, which the lock does not vendor",
-                                  hint="name distributions the lock holds, or drop them from private_names")
+def _private_renames(found: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """{top-level module: the package it ships in} of the private_names distributions the lock vendors (a recipe
+    serves several inputs: a name one input's lock lacks, keras for TF 2.4, renames nothing there)."""
     dotted = sorted(m for modules in found.values() for m in modules if "." in m)
     if dotted:
         raise TargetMismatchError(f"[deps] private_names: {', '.join(dotted)} live in namespace packages, which "
@@ -224,15 +250,91 @@ def _private_renames(wanted: tuple[str, ...], found: dict[str, tuple[str, ...]])
 
 
 def _mentions(data: bytes, renames: dict[str, str]) -> bool:
-    return any(module.encode() in data for module in renames)
+    """Whether ``data`` names a renamed module where the rewrite looks (an import, a string): the name as a word of its
+    own, not an attribute (``tensorflow.python.keras``) or part of a longer name."""
+    pattern = rb"(?<![\w.])(" + b"|".join(re.escape(m.encode()) for m in sorted(renames)) + rb")(?!\w)"
+    return re.search(pattern, data) is not None
 
 
 def _rewritten(data: bytes, where: str, renames: dict[str, str]) -> bytes:
+    inside = where[len(PRIVATE_FOLDER) + 1:] if where.startswith(PRIVATE_FOLDER + "/") else where
+    keep = KEPT_STRINGS.get(inside, ((), ""))[0]
     try:
-        return rename_imports(data.decode("utf-8"), where, renames).encode("utf-8")
+        source = data.decode("utf-8")
+        if inside in PRIVATE_STRINGS and where != inside:
+            source = replace_private_strings(source, where, PRIVATE_STRINGS[inside][0])
+        return rename_imports(source, where, renames, keep).encode("utf-8")
     except (RenameError, UnicodeDecodeError) as error:
         raise TargetMismatchError(f"cannot point {where} at the private names: {error}",
                                   hint="drop its distribution from [deps] private_names") from None
+
+
+def _rewrite_key(plan: BuildPlan, members: list[CopyMember | NewMember], renames: dict[str, str]) -> str:
+    """The private-names rewrite's cache key: the input and which of its modules ship, the vendored Python modules it reads (by content: a
+    distribution built from an sdist is the same whatever its zip's times), the names it moves, and the code that
+    moves them (this module, renaming and protos: a retfwheel that rewrites differently never serves an older one)."""
+    modules = [(m.name, m.hash if isinstance(m, CopyMember) else hashlib.sha256(m.data).hexdigest(), m.executable)
+               for m in members if m.name.endswith(".py")]
+    shipped = sorted(name for name in _shipped_input_names(plan) if name.endswith(".py"))
+    digest = hashlib.sha256(json.dumps([plan.input_sha256, shipped, sorted(renames.items()), sorted(modules)]).encode())
+    for module in (__file__, renaming.__file__, protos.__file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()
+
+
+def _rewrite_archive(changed: dict[str, NewMember], replaced: tuple[NewMember, ...]) -> bytes:
+    """The rewritten members as one zip: ``vendored/<name>`` and ``input/<name>``, the executable bit kept."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for prefix, group in (("vendored/", sorted(changed.values(), key=lambda m: m.name)), ("input/", replaced)):
+            for member in group:
+                info = zipfile.ZipInfo(prefix + member.name, (1980, 1, 1, 0, 0, 0))
+                info.external_attr = (0o755 if member.executable else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, member.data)
+    return buffer.getvalue()
+
+
+def _cached_rewrite(key: Path, progress: Progress) -> tuple[dict[str, NewMember], tuple[NewMember, ...]] | None:
+    if not usable(key, "renamed", progress, "private-names rewrite", "rewriting again"):
+        return None
+    changed: dict[str, NewMember] = {}
+    replaced: list[NewMember] = []
+    try:
+        with zipfile.ZipFile(key) as archive:
+            for info in archive.infolist():
+                group, _, name = info.filename.partition("/")
+                member = NewMember(name, archive.read(info), bool(info.external_attr >> 16 & 0o100))
+                if group == "vendored":
+                    changed[name] = member
+                else:
+                    replaced.append(member)
+    except (OSError, zipfile.BadZipFile):
+        progress(f"the cached private-names rewrite {key} is unreadable; rewriting again")
+        discard(key)
+        return None
+    return changed, tuple(replaced)
+
+
+def _with_moved_protos(members: list[CopyMember | NewMember]) -> list[CopyMember | NewMember]:
+    """The private distributions' generated protobuf modules with their proto files and packages moved under the
+    private names (retfwheel.wheelfile.protos), so the environment's copies of the same protos load beside them."""
+    sources: dict[str, str] = {}
+    for member in members:
+        if member.name.startswith(PRIVATE_FOLDER + "/") and member.name.endswith("_pb2.py"):
+            data = member.data if isinstance(member, NewMember) else read_content(member.archive, member.source)
+            text = data.decode("utf-8", errors="replace")
+            if is_generated(text):
+                sources[member.name] = text
+    try:
+        files = [read_proto(text, name) for name, text in sources.items()]
+        names = {f.name for f in files}
+        symbols = {symbol for f in files for symbol in f.symbols}
+        moved = {f.path: move_proto(sources[f.path], f.path, PRIVATE_PARENT, names, symbols) for f in files}
+    except ProtoError as error:
+        raise TargetMismatchError(f"cannot move the protos of the private names: {error}",
+                                  hint="drop its distribution from [deps] private_names") from None
+    return [NewMember(m.name, moved[m.name].encode("utf-8"), m.executable) if m.name in moved else m for m in members]
 
 
 def _with_renamed_imports(member: CopyMember | NewMember, renames: dict[str, str]) -> CopyMember | NewMember:
@@ -245,10 +347,14 @@ def _with_renamed_imports(member: CopyMember | NewMember, renames: dict[str, str
     return member if changed == data else NewMember(member.name, changed, member.executable)
 
 
+def _shipped_input_names(plan: BuildPlan) -> set[str]:
+    return {m.name for m in plan.members} | {s.init_name for s in plan.steps if isinstance(s, InjectBootstrap)}
+
+
 def renamed_input_members(archive: Archive, plan: BuildPlan, renames: dict[str, str]) -> tuple[NewMember, ...]:
     """The input's Python modules that import a renamed module, rewritten (same names: they replace the input's; the
     package's __init__ among them is the source `finish` injects the bootstrap into)."""
-    shipped = {m.name for m in plan.members} | {s.init_name for s in plan.steps if isinstance(s, InjectBootstrap)}
+    shipped = _shipped_input_names(plan)
     replaced = []
     for member in archive.members:
         if not member.name.endswith(".py") or member.name not in shipped:

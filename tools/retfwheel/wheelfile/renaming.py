@@ -7,12 +7,14 @@ docstrings stay as they are:
 - ``import X`` -> ``from P import X``; ``import X as Y`` -> ``from P import X as Y``;
   ``import X.sub as Y`` -> ``import P.X.sub as Y``; ``from X[.sub] import ...`` -> ``from P.X[.sub] import ...``.
 - a string naming the module where code imports by name: the module argument of ``LazyLoader``/``_LazyLoader``
-  (third), ``importlib.import_module`` and ``lazy_load`` (first), and the value of a ``_*_module`` or
-  ``_*_package`` assignment.
+  (third), ``importlib.import_module`` and ``lazy_load`` (first), the value of a ``_*_module`` or
+  ``_*_package`` assignment, and a class's ``'__module__'`` in a dict (protoc's generated messages).
 
 Everything else that names a renamed module fails (RenameError, with file and line) unless it is one of the kinds
 that must keep the public name (``KEEP_CALLS``: API export names, deprecation wrappers' names, autograph's rules about
-the user's own modules, logger names) or listed in ``keep`` by the caller. ``import X.sub`` (which binds ``X``) and
+the user's own modules, attribute, logger and summary names, gRPC service names; an ``api_name=`` argument; a
+``*_NAME`` constant; a string compared with ``==``/``in``: a value, never an import) or listed in ``keep`` by the
+caller. ``import X.sub`` (which binds ``X``) and
 ``import a, X`` cannot be rewritten one for one and fail too. Relative imports never name a top-level module and are
 left alone.
 """
@@ -23,9 +25,22 @@ import ast
 import re
 from collections.abc import Collection, Mapping
 
-# Calls whose string arguments are public names, not imports: they keep the module's own name.
+# Calls whose string arguments are public names, not imports: they keep the module's own name (API export names,
+# attribute names, summary and logger names, patterns, gRPC service names).
 KEEP_CALLS = frozenset({"keras_export", "tf_export", "estimator_export", "TFModuleWrapper", "DoNotConvert",
-                        "_is_known_loaded_type", "getLogger", "find", "join"})
+                        "_is_known_loaded_type", "getLogger", "find", "join", "setattr", "getattr", "hasattr",
+                        "delattr", "keras_model_summary", "compile", "method_handlers_generic_handler"})
+# Keyword arguments whose value is a public name: an API's (get_canonical_name_for_symbol(..., api_name='keras')),
+# a program's (argparse's prog=, IPython's magic_name=).
+KEEP_KEYWORDS = frozenset({"api_name", "prog", "magic_name"})
+# Constants naming an API or a key (tf_export's KERAS_API_NAME = 'keras', tensorboard's _WSGI_KEY).
+_KEPT_ASSIGNMENT = re.compile(r"^_?[A-Z][A-Z_]*_(NAME|KEY)$")
+# Strings that stay in one file ({its path inside its distribution: (strings, why)}), where no rule above tells.
+KEPT_STRINGS = {
+    "tensorboard/manager.py": (("tensorboard",), "the command the notebook extension starts"),
+    "tensorboard/uploader/auth.py": (("tensorboard",), "a folder name of the uploader's stored credentials"),
+    "tensorflow/tools/common/public_api.py": (("tensorboard",), "a module the API documentation generator skips"),
+}
 # Calls whose argument at the given position is a module to import.
 IMPORT_CALLS = {"LazyLoader": 2, "_LazyLoader": 2, "import_module": 0, "lazy_load": 0}
 _ASSIGNED_MODULE = re.compile(r"^_\w*_(module|package)$")
@@ -35,9 +50,28 @@ class RenameError(ValueError):
     pass
 
 
-def rename_imports(source: str, path: str, renames: Mapping[str, str], keep: Collection[int] = ()) -> str:
+# Strings that change in one file ({its path inside its distribution: ({string: replacement}, why)}): names a private
+# copy must not share with the environment's copy, beyond its modules. The build fails if one is not found.
+PRIVATE_STRINGS = {
+    "tensorboard/default.py": ({'"tensorboard_plugins"': '"tensorflow._vendor.tensorboard_plugins"'},
+                               "the entry-point group TensorBoard loads plugins from: the environment's (TensorBoard "
+                               "1.15's projector) are not plugins of the private copy"),
+}
+
+
+def replace_private_strings(source: str, path: str, replacements: Mapping[str, str]) -> str:
+    """``source`` with each string literal of ``replacements`` (as written, quotes included) replaced, each exactly
+    once (RenameError otherwise: the file changed)."""
+    for old, new in replacements.items():
+        if source.count(old) != 1:
+            raise RenameError(f"{path}: expected {old} once, found it {source.count(old)} times")
+        source = source.replace(old, new)
+    return source
+
+
+def rename_imports(source: str, path: str, renames: Mapping[str, str], keep: Collection[str] = ()) -> str:
     """``source`` (the file ``path``) with every use of a module in ``renames`` ({name: private parent}) pointed at
-    its private name; ``keep``: lines whose mentions stay as they are."""
+    its private name; ``keep``: strings that stay as they are wherever no rule places them."""
     try:
         tree = ast.parse(source, path)
     except SyntaxError as error:
@@ -54,9 +88,17 @@ def rename_imports(source: str, path: str, renames: Mapping[str, str], keep: Col
             edits.extend(_call(node, source, offsets, renames, handled))
         elif isinstance(node, ast.Assign) and _assigns_module_name(node):
             edits.extend(_string(node.value, source, offsets, renames, handled))
+        elif isinstance(node, ast.Assign) and _assigns(node, _KEPT_ASSIGNMENT):
+            handled.add(id(node.value))
+        elif isinstance(node, ast.Compare):
+            handled.update(id(s) for part in (node.left, *node.comparators) for s in ast.walk(part))
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == "__module__":
+                    edits.extend(_string(value, source, offsets, renames, handled))
     for node in ast.walk(tree):
         if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in handled
-                and node.lineno not in keep and _renamed(node.value, renames)):
+                and node.value not in keep and _renamed(node.value, renames)):
             raise RenameError(f"{path}:{node.lineno}: the string {node.value!r} names a renamed module in a place "
                               "that is neither an import by name nor a public name; rewrite or keep it explicitly")
     text = source
@@ -122,18 +164,20 @@ def _import_from(node: ast.ImportFrom, source: str, offsets: list[int], renames:
     return [(start, start + found.end(), replacement)]
 
 
-def _called(node: ast.Call) -> str:
+def called_name(node: ast.Call) -> str:
+    """The name a call calls: ``f`` of ``f(...)`` and of ``m.f(...)``."""
     function = node.func
     return function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
 
 
 def _call(node: ast.Call, source: str, offsets: list[int], renames: Mapping[str, str], handled: set[int]):
-    name = _called(node)
+    name = called_name(node)
     arguments = [*node.args, *(k.value for k in node.keywords)]
     strings = [a for a in arguments if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     if name in KEEP_CALLS:  # its strings, in lists too (keras_export(v1=["keras.layers.Dense"])), are public names
         handled.update(id(s) for a in arguments for s in ast.walk(a) if isinstance(s, ast.Constant))
         return []
+    handled.update(id(k.value) for k in node.keywords if k.arg in KEEP_KEYWORDS)
     position = IMPORT_CALLS.get(name)
     if position is None or len(node.args) <= position:
         return []
@@ -142,8 +186,11 @@ def _call(node: ast.Call, source: str, offsets: list[int], renames: Mapping[str,
 
 
 def _assigns_module_name(node: ast.Assign) -> bool:
-    return len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and bool(
-        _ASSIGNED_MODULE.match(node.targets[0].id))
+    return _assigns(node, _ASSIGNED_MODULE)
+
+
+def _assigns(node: ast.Assign, pattern: re.Pattern) -> bool:
+    return len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and bool(pattern.match(node.targets[0].id))
 
 
 def _string(node: ast.expr, source: str, offsets: list[int], renames: Mapping[str, str], handled: set[int]):

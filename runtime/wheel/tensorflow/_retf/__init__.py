@@ -10,6 +10,7 @@ explains exactly why it cannot. One module per job:
 - versions: PEP 440 versions and ranges, judged as pip judges them
 - imports: running code right after a module loads
 - tf1_libraries: explaining a library built for TensorFlow 1.x that fails to load
+- tf115_names: TF 1.15's private names that TF 1.x-era libraries use (standalone Keras 2.3, TensorBoard 1.15)
 - switches: the build's switches and the variables that override them; whether retf's ops run here
 - ops: registering the retf op library while `import tensorflow` runs (its injected call: register_ops)
 - v1_api: the TF 1.x API as `import tensorflow` (its injected call: expose_v1_api), with keras_bridge
@@ -54,7 +55,7 @@ def run(package_dir, config):
     if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
         return
     check_schema(config)
-    from . import imports, routing, runtime, tf1_libraries
+    from . import imports, routing, runtime, tf1_libraries, tf115_names
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])
@@ -67,6 +68,8 @@ def run(package_dir, config):
     if config.get("deps"):
         routing.prepare(os.path.realpath(os.path.join(site, config["deps"])), config, log)
     imports.after_import("tensorflow.python.framework.load_library", lambda module: tf1_libraries.explain(module, config))
+    imports.after_import("tensorflow.python.framework.ops", tf115_names.tensor_like)
+    imports.after_import("tensorflow.python.pywrap_tensorflow", tf115_names.record_reader)
     log("bootstrap done")
 
 

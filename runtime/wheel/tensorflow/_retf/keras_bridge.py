@@ -17,12 +17,15 @@ Layer._flatten_layers): DeepCTR's tf.keras.models.Model over tensorflow.python.k
 saves 2 of 9 weights with save_weights(.h5) and save_model(.h5) raises KeyError; both copies'
 _flatten_layers accept a Layer of either copy.
 
+The `keras` copy is the package the API's `tf.keras` loads from: `keras`, or `tensorflow._vendor.keras` in a wheel
+that keeps Keras under a private name (a user's own standalone Keras, under the public name, is never patched).
+
 The bootstrap calls apply() once, when it exposes the 1.x API (Python 3.6, standard library and TensorFlow only).
 """
 import sys
 import threading
 
-_KERAS_UTILS = ("tensorflow.python.keras.engine.base_layer_utils", "keras.engine.base_layer_utils")
+_KERAS_UTILS = ["tensorflow.python.keras.engine.base_layer_utils"]  # apply() adds the keras copy's
 _building_loops = threading.local()  # .graphs: graphs whose while loop this thread is building
 
 
@@ -164,15 +167,27 @@ def _fail_fast_instead_of_deadlock():
     session.BaseSession._extend_graph = _extend_graph
 
 
-def apply():
+def keras_package(keras_api):
+    """The package TensorFlow's `tf.keras` (``keras_api``, a lazily loaded module: not loaded here) comes from, or None
+    when it is TensorFlow's own module tree (TF 2.4's tf.keras is the legacy copy: one Keras)."""
+    name = getattr(keras_api, "__name__", "")
+    package = name.split(".api.")[0] if ".api." in name else None
+    return None if package is None or package.startswith("tensorflow.python.keras") else package
+
+
+def apply(keras):
+    """Bridge TensorFlow's legacy Keras and ``keras`` (keras_package()'s answer; None: one Keras)."""
     _fail_fast_instead_of_deadlock()
     try:
         from tensorflow.python.keras.engine import base_layer_utils
     except ImportError:  # a TensorFlow without the legacy copy has one Keras: nothing to bridge
         return
     _bridge(base_layer_utils)
-    patches = {"keras.backend": _share_backend_state, "keras.engine.base_layer_utils": _bridge,
-               "keras.engine.base_layer": _count_both_copies_as_layers}
+    if keras is None:
+        return
+    _KERAS_UTILS[1:] = [keras + ".engine.base_layer_utils"]
+    patches = {keras + ".backend": _share_backend_state, keras + ".engine.base_layer_utils": _bridge,
+               keras + ".engine.base_layer": _count_both_copies_as_layers}
     for name in list(patches):
         if name in sys.modules:
             patches.pop(name)(sys.modules[name])

@@ -79,16 +79,19 @@ def _deeprec_optimizers(train_module, provided, label):
 # against tf.control_dependencies(UPDATE_OPS), which is the TF 1.x idiom and works. Both Keras copies
 # warn: the private keras package and TensorFlow's own tensorflow.python.keras, whose layers the
 # v1 feature columns (linear_model) are. A filter's module pattern must match from the name's start.
-_INTENDED_V1_WARNINGS = r"(tensorflow\.python\.)?keras\.(legacy_tf_layers|engine\.base_layer_v1)(\.|$)"
+_INTENDED_V1_WARNINGS = r"(%s)\.(legacy_tf_layers|engine\.base_layer_v1)(\.|$)"  # in either Keras copy
 # tf.data warns that Dataset.options() in graph mode keeps "the legacy behavior", which is TF 1.15's
 # (Estimator input functions call it on every dataset).
 _INTENDED_V1_DATA_WARNING = "To make it possible to preserve tf.data options across serialization boundaries"
 
 
-def _quiet_intended_v1_use():
-    """In 1.x API mode, say no more than TF 1.15 said about using its API as intended."""
+def _quiet_intended_v1_use(keras):
+    """In 1.x API mode, say no more than TF 1.15 said about using its API as intended (``keras``: the package
+    tf.keras comes from, or None: TensorFlow's own copy)."""
+    import re
     import warnings
-    warnings.filterwarnings("ignore", category=UserWarning, module=_INTENDED_V1_WARNINGS)
+    copies = "|".join(re.escape(name) for name in ("tensorflow.python.keras", keras) if name)
+    warnings.filterwarnings("ignore", category=UserWarning, module=_INTENDED_V1_WARNINGS % copies)
     warnings.filterwarnings("ignore", message=_INTENDED_V1_DATA_WARNING, category=UserWarning)
 
 
@@ -111,7 +114,8 @@ def expose_v1_api(namespace, config):
     with deprecation.silence():  # TF 1.15 printed no deprecation notices at import; neither do we
         v1.disable_v2_behavior()
     from . import keras_bridge
-    keras_bridge.apply()  # tf.keras and tensorflow.python.keras act as TF 1.15's one Keras
+    keras = keras_bridge.keras_package(v1.keras)
+    keras_bridge.apply(keras)  # tf.keras and tensorflow.python.keras act as TF 1.15's one Keras
     from . import tf115_export
     tf115_export.install(v1)  # SavedModels, meta graphs and frozen graphs in the form TF 1.15 reads
     for name in dir(v1):
@@ -121,7 +125,7 @@ def expose_v1_api(namespace, config):
     namespace["__version__"] = namespace["VERSION"] = V1_API_VERSION
     for api in (v1, v1.compat.v1):  # tf.version and tf.compat.v1 (a module of its own) say the same
         api.VERSION = api.version.VERSION = V1_API_VERSION
-    _quiet_intended_v1_use()
+    _quiet_intended_v1_use(keras)
     sparse_adam = switches.switch(config, "sparse_adam")
     if sparse_adam != "dense":
         try:
