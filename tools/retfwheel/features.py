@@ -83,6 +83,11 @@ FEATURES: tuple[Feature, ...] = (
     Feature("deeprec_optimizers", None, ON_OFF, "0", "api",
             "tf.train.AdamAsyncOptimizer and AdagradDecayOptimizer (DeepRec's optimizers) exist in the 1.x API",
             "DeepRec's AdamAsync and AdagradDecay optimizers"),
+    Feature("deeprec_api", None, ON_OFF, "0", "api",
+            "DeepRec's API in the 1.x API: EmbeddingVariable (tf.get_embedding_variable, "
+            "tf.feature_column.categorical_column_with_embedding, its filters, evictions and checkpoints) and "
+            "DeepRec's optimizers",
+            "DeepRec's API (EmbeddingVariable and its options, AdamAsync, AdagradDecay)"),
 )
 
 BY_KEY = {feature.key: feature for feature in FEATURES}

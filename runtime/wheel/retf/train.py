@@ -4,7 +4,7 @@ import os
 
 import tensorflow as tf
 
-from retf import ops
+from retf import embedding_variable, ops
 
 # The variable dtypes the fused kernels are built for.
 KERNEL_DTYPES = (tf.float32, tf.float64)
@@ -404,6 +404,10 @@ class AdagradDecayOptimizer(_SparseToKernel, tf.compat.v1.train.Optimizer):
                 else:
                     init = tf.cast(tf.fill(tf.shape(v), self._initial_accumulator_value), dtype)
             self._get_or_make_slot_with_initializer(v, init, shape, dtype, "accumulator", self._name)
+            if isinstance(v, embedding_variable.EmbeddingVariable):  # one count per key, beside its row
+                self._get_or_make_slot_with_initializer(v, tf.compat.v1.zeros_initializer(), tf.TensorShape([]),
+                                                        tf.float32, "accumulator_decay_power", self._name)
+                continue
             counts = shape[:1] if shape.ndims else shape
             self._get_or_make_slot_with_initializer(v, tf.compat.v1.zeros_initializer(step_dtype), counts,
                                                     step_dtype, "accumulator_decay_power", self._name)

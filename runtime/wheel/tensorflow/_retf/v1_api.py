@@ -74,6 +74,32 @@ def _deeprec_optimizers(train_module, provided, label):
         train_module.__class__ = TrainModule
 
 
+# DeepRec's names for its EmbeddingVariable and options, in the tensorflow namespace with deeprec_api = true.
+DEEPREC_NAMES = ("get_embedding_variable", "EmbeddingVariableOption", "CounterFilter", "CBFFilter", "GlobalStepEvict",
+                 "L2WeightEvict", "InitializerOption", "StorageOption", "CheckpointOption")
+
+
+def _deeprec_api(namespace, v1):
+    """DeepRec's EmbeddingVariable API: its names in tf and tf.feature_column, lookups that take it, and the
+    optimizers, Saver and replica_device_setter taught about it."""
+    try:
+        from retf import embedding_variable
+    except ImportError as error:
+        raise ImportError("DeepRec's EmbeddingVariable needs the retf op library, which this build does not ship "
+                          "([ops] build = false in its recipe, or RETF_OPS=0): %s" % error) from error
+    lookups = embedding_variable.install()
+    for api in (v1, v1.compat.v1):
+        for name, function in lookups.items():
+            setattr(api.nn, name, function)
+        for name in DEEPREC_NAMES:
+            setattr(api, name, getattr(embedding_variable, name))
+        api.feature_column.categorical_column_with_embedding = embedding_variable.categorical_column_with_embedding
+        api.feature_column.embedding_column = embedding_variable.embedding_column_for(api.feature_column.embedding_column)
+        api.GraphKeys.EMBEDDING_VARIABLES = embedding_variable.EMBEDDING_VARIABLES
+    for name in DEEPREC_NAMES:
+        namespace[name] = getattr(embedding_variable, name)
+
+
 # Keras (private, 2.x) warns on every call of the TF 1.x layer API that TF 1.15 offered without a
 # word: tf.layers.*, layer.apply, layer.add_variable, and tf.layers.batch_normalization's advice
 # against tf.control_dependencies(UPDATE_OPS), which is the TF 1.x idiom and works. Both Keras copies
@@ -179,5 +205,9 @@ def expose_v1_api(namespace, config):
             raise ImportError("DecodeCSV: cannot register retf's kernel from the retf op library: %s\nFix: reinstall "
                               "this wheel; or set RETF_FAST_DECODE_CSV=0 to keep TensorFlow's kernel" % error) from error
     # the build's choice even with RETF_OPS=0: then using one says the op library is off, not that it is missing
-    _deeprec_optimizers(v1.train, config["features"]["deeprec_optimizers"]["value"] == "1", config["label"])
+    deeprec_api = config["features"]["deeprec_api"]["value"] == "1"
+    _deeprec_optimizers(v1.train, deeprec_api or config["features"]["deeprec_optimizers"]["value"] == "1",
+                        config["label"])
+    if deeprec_api:
+        _deeprec_api(namespace, v1)
     namespace["__all__"] = [n for n in dir(v1) if not n.startswith("_")] + ["contrib"]
