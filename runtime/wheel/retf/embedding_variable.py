@@ -497,8 +497,8 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=None, max_norm=
         ids, idx = tf.unique(sp_ids.values)
         rows = embedding_lookup(params, ids, max_norm=max_norm)
         if sp_weights is None:
-            reduce = {"sum": tf.math.sparse_segment_sum, "mean": tf.math.sparse_segment_mean,
-                      "sqrtn": tf.math.sparse_segment_sqrt_n}[combiner]
+            reduce = {"sum": tf.sparse.segment_sum, "mean": tf.sparse.segment_mean,
+                      "sqrtn": tf.sparse.segment_sqrt_n}[combiner]
             return reduce(rows, idx, segment_ids)
         weights = tf.cast(sp_weights.values, rows.dtype)
         weighted = tf.gather(rows, idx) * tf.expand_dims(weights, 1)
@@ -646,9 +646,18 @@ def restore_ops(filename, saveables):
 
 # --- feature columns ------------------------------------------------------------------------------------
 
+_COLUMN_CLASSES = []
+
+
 def _feature_columns():
     """DeepRec's categorical_column_with_embedding and the embedding column over it (classes built on first use:
     the feature-column modules load only when a program asks for them)."""
+    if not _COLUMN_CLASSES:
+        _COLUMN_CLASSES.extend(_define_feature_columns())
+    return _COLUMN_CLASSES
+
+
+def _define_feature_columns():
     import collections
 
     from tensorflow.python.feature_column import feature_column as fc_old
