@@ -213,7 +213,7 @@ class EmbeddingVariableTest(unittest.TestCase):
             ones = np.ones((1, DIM), np.float32)
             with v1.Session() as session:
                 session.run(v1.global_variables_initializer())
-                for sighting in (1, 2):  # not admitted: reads the no-permission value, the update is dropped
+                for _ in range(2):  # sightings 1 and 2, not admitted: reads the no-permission value, the update is dropped
                     rows, _ = session.run([model.rows, model.train], {model.keys: [11], model.grad: ones})
                     np.testing.assert_array_equal(rows, np.full((1, DIM), no_permission, np.float32))
                 rows = session.run(model.rows, {model.keys: [11]})  # the third: admitted, the initializer's row
