@@ -388,7 +388,8 @@ def test_deeprec_names_without_their_switch_name_it(python36):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("tf.train.AdamAsyncOptimizer is one of DeepRec's optimizers, which this TensorFlow "
-                               "(tensorflow 9.9) provides only when built with deeprec_optimizers = true")
+                               "(tensorflow 9.9) provides only when built with deeprec_api = true (or "
+                               "deeprec_optimizers = true)")
     assert lines[1] == "module 'train' has no attribute 'Nothing'"
     assert lines[2] == "True"
 

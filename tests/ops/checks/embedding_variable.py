@@ -381,6 +381,48 @@ class EmbeddingVariableTest(unittest.TestCase):
                 self.assertEqual(sorted(expected.tolist()), sorted(keys.tolist()))
 
 
+class StagedTest(unittest.TestCase):
+    """tf.staged (retf.prefetch): the same values, SparseTensors included, computed ahead; the end of the input
+    ends the steps."""
+
+    def dataset(self):
+        items = tf.data.Dataset.range(10)
+        return items.map(lambda i: {"dense": tf.fill([2], i), "ids": tf.SparseTensor([[0, 0], [1, 1]], [i, i + 1],
+                                                                                     [2, 2])})
+
+    def test_stage_in_a_monitored_session_with_the_hook(self):
+        from retf import prefetch
+        with tf.Graph().as_default():
+            features = v1.data.make_one_shot_iterator(self.dataset()).get_next()
+            staged = prefetch.staged(features, capacity=4, num_threads=1)
+            self.assertIsInstance(staged["ids"], tf.SparseTensor)
+            self.assertEqual([2], staged["dense"].shape.as_list())
+            total = tf.reduce_sum(staged["dense"]) + tf.reduce_sum(tf.sparse.to_dense(staged["ids"]))
+            got = []
+            with v1.train.MonitoredTrainingSession(hooks=[prefetch.make_prefetch_hook()]) as session:
+                while not session.should_stop():
+                    got.append(session.run(total))
+            self.assertEqual([4 * i + 1 for i in range(10)], got)
+
+    def test_stage_in_a_plain_session_with_queue_runners(self):
+        from retf import prefetch
+        with tf.Graph().as_default():
+            features = v1.data.make_one_shot_iterator(self.dataset()).get_next()
+            staged = prefetch.staged(features["dense"], num_threads=3)
+            got = []
+            with v1.Session() as session:
+                coord = v1.train.Coordinator()
+                threads = v1.train.start_queue_runners(session, coord)
+                try:
+                    while True:
+                        got.append(int(session.run(staged)[0]))
+                except tf.errors.OutOfRangeError:
+                    pass
+                coord.request_stop()
+                coord.join(threads)
+            self.assertEqual(list(range(10)), sorted(got))
+
+
 def ev_export_keys(variable):
     from retf.ops import embedding_variable as ev_ops
     return ev_ops.ev_export(variable.handle)[0]

@@ -48,11 +48,11 @@ def _route_embedding_lookups(v1):
         api.nn.embedding_lookup_sparse = nn.embedding_lookup_sparse
 
 
-# DeepRec's optimizer names, provided in tf.train when the recipe sets [features] deeprec_optimizers = true.
+# DeepRec's optimizer names, provided in tf.train when the recipe sets [features] deeprec_api or deeprec_optimizers.
 DEEPREC_OPTIMIZERS = ("AdamAsyncOptimizer", "AdagradDecayOptimizer")
 DEEPREC_MESSAGE = ("tf.train.%s is one of DeepRec's optimizers, which this TensorFlow (%s) provides only when built "
-                   "with deeprec_optimizers = true in its retfwheel recipe's [features]. Fix: rebuild the wheel with that "
-                   "switch, or use tf.train.AdamOptimizer / tf.train.AdagradOptimizer.")
+                   "with deeprec_api = true (or deeprec_optimizers = true) in its retfwheel recipe's [features]. Fix: "
+                   "rebuild the wheel with that switch, or use tf.train.AdamOptimizer / tf.train.AdagradOptimizer.")
 
 
 def _deeprec_optimizers(train_module, provided, label):
@@ -80,10 +80,10 @@ DEEPREC_NAMES = ("get_embedding_variable", "EmbeddingVariableOption", "CounterFi
 
 
 def _deeprec_api(namespace, v1):
-    """DeepRec's EmbeddingVariable API: its names in tf and tf.feature_column, lookups that take it, and the
-    optimizers, Saver and replica_device_setter taught about it."""
+    """DeepRec's API: EmbeddingVariable (its names in tf and tf.feature_column, lookups that take it, and the
+    optimizers, Saver and replica_device_setter taught about it) and tf.staged's prefetching stage."""
     try:
-        from retf import embedding_variable
+        from retf import embedding_variable, prefetch
     except ImportError as error:
         raise ImportError("DeepRec's EmbeddingVariable needs the retf op library, which this build does not ship "
                           "([ops] build = false in its recipe, or RETF_OPS=0): %s" % error) from error
@@ -98,6 +98,8 @@ def _deeprec_api(namespace, v1):
         api.GraphKeys.EMBEDDING_VARIABLES = embedding_variable.EMBEDDING_VARIABLES
     for name in DEEPREC_NAMES:
         namespace[name] = getattr(embedding_variable, name)
+    for api in (namespace, vars(v1), vars(v1.compat.v1)):
+        api["staged"], api["make_prefetch_hook"] = prefetch.staged, prefetch.make_prefetch_hook
 
 
 # Keras (private, 2.x) warns on every call of the TF 1.x layer API that TF 1.15 offered without a
