@@ -53,13 +53,13 @@ def tf115_env(python36) -> Environment:
 
 def ps_training(ps_env: Environment, worker_env: Environment, *, ps: int = 2, workers: int = 2, steps: int = 20,
                 optimizer: str = "adam", worker_vars: dict | None = None, ps_vars: dict | None = None,
-                threads: int = 0):
+                threads: int = 0, worker_args: tuple = ()):
     spec = json.dumps(cluster_spec({"ps": ps, "worker": workers}))
     tasks = [Task("ps", i, tuple(emulated_command(ps_env, [str(ps_env.python), str(PROBES / "ps_server.py"), spec, str(i)])),
                   env=dict(ps_vars or {}), server=True) for i in range(ps)]
     for index in range(workers):
         command = [str(worker_env.python), str(PROBES / "ps_worker.py"), spec, str(index), "--steps", str(steps),
-                   "--optimizer", optimizer, "--threads", str(threads)]
+                   "--optimizer", optimizer, "--threads", str(threads), *worker_args]
         tasks.append(Task("worker", index, tuple(emulated_command(worker_env, command)), env=dict(worker_vars or {})))
     return run_cluster(tasks, TIMEOUT, env=_clean_environ())
 
@@ -95,6 +95,19 @@ def test_one_worker_trains_as_tensorflow_1_15_does(wheel_env, tf115_env, mode, r
     assert got.ok, got.failure()
     problems = training_differences(want.of("worker")[0].json["losses"], got.of("worker")[0].json["losses"])
     assert not problems, "\n".join(problems)
+
+
+def test_partitioned_embedding_variables_live_and_train_on_the_ps_tasks(wheel_env):
+    """DeepRec's EmbeddingVariable in two parts, one on each ps task (replica_device_setter places its handles
+    there), looked up and updated there by two asynchronous workers, with a CounterFilter."""
+    run = ps_training(wheel_env, wheel_env, optimizer="adam", steps=30, worker_args=("--ev",))
+    assert run.ok, run.failure()
+    reports = [r.json for r in run.of("worker")]
+    assert all(r["table_devices"] == ["/job:ps/task:0", "/job:ps/task:1"] for r in reports), reports
+    losses = [loss for r in reports for loss in r["losses"]]
+    assert 30 <= len(losses) <= 32 and all(math.isfinite(x) for x in losses), reports
+    first, last = sum(losses[:6]) / 6, sum(losses[-6:]) / 6
+    assert last < first, reports
 
 
 def test_lazy_and_dense_adam_differ_under_ps(wheel_env):

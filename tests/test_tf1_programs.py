@@ -460,6 +460,30 @@ def test_session_use_while_building_a_loop_fails_instead_of_hanging(wheel):
     assert produced["result"] == "RuntimeError" and "tf.while_loop" in produced["message"]
 
 
+# --- DeepRec's API ------------------------------------------------------------------------------------------------
+DEEPREC_WDL = ("--ev", "--ev_filter", "counter", "--ev_elimination", "gstep")
+
+
+def test_deeprec_wide_and_deep_trains_filters_evicts_and_resumes(wheel, tmp_path):
+    """DeepRec's model-zoo W&D as written for DeepRec (EmbeddingVariables with a CounterFilter and GlobalStepEvict,
+    AdamAsync, tf.staged, do_fusion), trained, checkpointed and resumed by MonitoredTrainingSession."""
+    model_dir = str(tmp_path / "model")
+    first = wheel("deeprec_wdl", "--model_dir", model_dir, *DEEPREC_WDL, "--steps", "60")
+    resumed = wheel("deeprec_wdl", "--model_dir", model_dir, *DEEPREC_WDL, "--steps", "120")
+    assert (first["start_step"], first["step"], resumed["start_step"], resumed["step"]) == (0, 60, 60, 120)
+    assert resumed["losses"][0] < first["losses"][0] - 0.1, (first["losses"][:3], resumed["losses"][:3])
+    assert first["auc"] > 0.85 and resumed["auc"] > first["auc"] - 0.02, (first["auc"], resumed["auc"])
+    weights = "dnn/input_layer/C1_embedding/embedding_weights"
+    for suffix in ("-keys", "-values", "-freqs", "-versions", "-keys_filtered", "/AdamAsync-values",
+                   "/AdamAsync_3-values"):
+        assert weights + suffix in resumed["ev_tensors"], resumed["ev_tensors"]
+    assert first["ev_keys"] > 0 and first["ev_filtered_keys"] > 0  # values seen fewer than 3 times stay out
+    assert resumed["ev_min_version"] >= 120 - 40  # GlobalStepEvict(steps_to_live=40) at the last save
+    other = wheel("deeprec_wdl", "--model_dir", str(tmp_path / "other"), "--ev", "--ev_filter", "cbf",
+                  "--ev_elimination", "l2", "--optimizer", "adagraddecay", "--steps", "60")
+    assert other["auc"] > 0.75 and weights + "/AdagradDecay_1-values" in other["ev_tensors"], other["auc"]
+
+
 # --- the newest TensorFlow for Python 3.7 ---------------------------------------------------------------------------
 # The same programs, unchanged, on the 1.x API of tensorflow-cpu 2.11.0 against TF 1.15.5 (the Python 3.6
 # reference above: the same TF 1.15.5 build, the same results).

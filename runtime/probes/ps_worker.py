@@ -2,7 +2,7 @@
 MonitoredTrainingSession. Prints one JSON line: its losses (before each of its steps) and speed.
 
 Usage: python ps_worker.py CLUSTER_JSON TASK_INDEX [--steps N] [--rows R] [--dim D] [--optimizer adam|lazy|adagrad|ftrl]
-       [--batch B] [--threads T]
+       [--batch B] [--threads T] [--ev]
 "adam" is tf.train.AdamOptimizer (whatever the build makes of it); "lazy" is the lazy Adam of the
 TensorFlow running it (retf.train.LazyAdamOptimizer on a retfwheel build, tf.contrib.opt's on TF 1.15).
 Batches depend only on the task index and step, so one worker's run is deterministic. Python 3.6+.
@@ -29,6 +29,8 @@ parser.add_argument("--fields", type=int, default=8)
 parser.add_argument("--batch", type=int, default=256)
 parser.add_argument("--optimizer", choices=("adam", "lazy", "adagrad", "ftrl"), default="adam")
 parser.add_argument("--threads", type=int, default=0)
+parser.add_argument("--ev", action="store_true", help="the table is DeepRec's EmbeddingVariable (partitioned, "
+                                                      "ids of any value, a CounterFilter)")
 args = parser.parse_args()
 
 tf.logging.set_verbosity(tf.logging.ERROR)
@@ -58,10 +60,17 @@ def batch(step):
 
 with tf.device(tf.train.replica_device_setter(worker_device="/job:worker/task:%d" % args.task_index, cluster=cluster)):
     # Op-level seeds: the same initial values on every TensorFlow version, however it numbers its ops.
-    ids = tf.placeholder(tf.int64, [None, args.fields])
+    ids = ids_in = tf.placeholder(tf.int64, [None, args.fields])
     labels = tf.placeholder(tf.float32, [None])
-    table = tf.get_variable("embedding", [args.rows, args.dim], initializer=tf.random_normal_initializer(0.0, 0.05, seed=1),
-                            partitioner=tf.fixed_size_partitioner(2))
+    if args.ev:  # ids spread over the int64 range: no table of rows could hold them
+        ids = ids * 1000003 + 7
+        table = tf.get_embedding_variable(
+            "embedding", args.dim, initializer=tf.random_normal_initializer(0.0, 0.05, seed=1),
+            partitioner=tf.fixed_size_partitioner(2),
+            ev_option=tf.EmbeddingVariableOption(filter_option=tf.CounterFilter(filter_freq=2)))
+    else:
+        table = tf.get_variable("embedding", [args.rows, args.dim], initializer=tf.random_normal_initializer(0.0, 0.05, seed=1),
+                                partitioner=tf.fixed_size_partitioner(2))
     embedded = tf.reshape(tf.nn.embedding_lookup(table, ids), [-1, args.fields * args.dim])
     hidden = tf.layers.dense(embedded, 32, activation=tf.nn.relu, kernel_initializer=tf.glorot_uniform_initializer(seed=2))
     logits = tf.squeeze(tf.layers.dense(hidden, 1, kernel_initializer=tf.glorot_uniform_initializer(seed=3)), axis=1)
@@ -83,11 +92,12 @@ with tf.train.MonitoredTrainingSession(master=server.target, is_chief=args.task_
     start = None
     while not session.should_stop():
         features, targets = batch(len(losses))
-        value, _ = session.run([loss, train_op], {ids: features, labels: targets})
+        value, _ = session.run([loss, train_op], {ids_in: features, labels: targets})
         losses.append(float(value))
         if start is None:  # the first step pays for graph registration on every task
             start = time.time()
     seconds = time.time() - start if start else 0.0
 print(json.dumps({"task": args.task_index, "losses": losses, "seconds": seconds,
                   "timed_steps": max(len(losses) - 1, 0),
-                  "optimizer": type(optimizer).__module__ + "." + type(optimizer).__name__}))
+                  "optimizer": type(optimizer).__module__ + "." + type(optimizer).__name__,
+                  "table_devices": [part.device for part in table]}))
