@@ -23,6 +23,7 @@ OPTIMIZERS = ["adam", "adagrad", "lazyadam", "ftrl", "sgd"]
 SEED = [1]  # --seed
 HASH_SCALE = [1]  # --hash-scale: every hash bucket count divided by it (small tables for tests)
 GRAPH_SEEDS = [False]  # --graph-seeds: initializers without op seeds, as most model zoo scripts write them
+EV = [False]  # --ev: DeepRec's EmbeddingVariables for the categorical embeddings (a deeprec_api wheel)
 
 
 def seed(offset):
@@ -98,6 +99,9 @@ def parse_args(description, data_help, batch_size):
     parser.add_argument("--save", help="write a checkpoint (tf.train.Saver) into this folder after --save-at steps")
     parser.add_argument("--save-at", type=int, default=0, help="steps (warm-up included) before --save")
     parser.add_argument("--restore", help="start from the latest checkpoint in this folder, past the batches it saw")
+    parser.add_argument("--ev", action="store_true",
+                        help="embed the categorical columns in DeepRec's EmbeddingVariables (Criteo models; "
+                             "needs tf.feature_column.categorical_column_with_embedding)")
     parser.add_argument("--xla-jit-scope", action="store_true",
                         help="build the model inside tf.xla.experimental.jit_scope() (XLA compiles its ops)")
     parser.add_argument("--export", help="after training, write the model into this folder: saved_model/ (inputs: "
@@ -192,7 +196,7 @@ def export(sess, logits_fn, columns, labels, folder, data):
 def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows, columns=()):
     args = parse_args(description, data_help, batch_size)
     tf.logging.set_verbosity(tf.logging.ERROR)
-    SEED[0], HASH_SCALE[0], GRAPH_SEEDS[0] = args.seed, args.hash_scale, args.graph_seeds
+    SEED[0], HASH_SCALE[0], GRAPH_SEEDS[0], EV[0] = args.seed, args.hash_scale, args.graph_seeds, args.ev
     tf.set_random_seed(args.seed)
     checkpoint = tf.train.latest_checkpoint(args.restore) if args.restore else None
     if args.restore and checkpoint is None:

@@ -49,10 +49,13 @@ def categorical_columns():
 
 
 def embedding_columns(dimension=EMBEDDING_DIM):
+    columns = categorical_columns()
+    if common.EV[0]:  # DeepRec's way: the same columns' ids in EmbeddingVariables, no buckets
+        columns = [tf.feature_column.categorical_column_with_embedding(c.key, dtype=tf.string) for c in columns]
     return [tf.feature_column.embedding_column(
         column, dimension=dimension, combiner="mean",
         initializer=tf.truncated_normal_initializer(stddev=0.01, seed=common.seed(i)))
-        for i, column in enumerate(categorical_columns())]
+        for i, column in enumerate(columns)]
 
 
 def mlp(net, units, name):
