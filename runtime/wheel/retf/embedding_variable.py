@@ -165,9 +165,12 @@ class EmbeddingVariable(variables.Variable):
         self._evict_ops = weakref.WeakKeyDictionary()
         with ops.name_scope(None):
             with ops.name_scope(name) as scope:
-                self._handle = ev_ops.ev_handle(scope, self._dim, shared_name=ops.name_from_scope_name(scope))
-                colocation = primary._handle if primary is not None else self._handle
-                with ops.colocate_with(colocation), ops.name_scope("Initializer"):
+                if primary is None:
+                    self._handle = ev_ops.ev_handle(scope, self._dim, shared_name=ops.name_from_scope_name(scope))
+                else:  # a slot lives with its variable (replica_device_setter would deal it another ps task)
+                    with ops.colocate_with(primary._handle):
+                        self._handle = ev_ops.ev_handle(scope, self._dim, shared_name=ops.name_from_scope_name(scope))
+                with ops.colocate_with(self._handle), ops.name_scope("Initializer"):
                     if primary is None:
                         self._initial_value = tf.convert_to_tensor(default_values(), tf.float32)
                         self._initializer_op = ev_ops.ev_initialize(self._handle, self._initial_value, options,

@@ -290,7 +290,7 @@ class AdamAsyncOptimizer(_SparseToKernel, tf.compat.v1.train.Optimizer):
 
     def _create_slots(self, var_list):
         for v in var_list:
-            with tf.compat.v1.colocate_with(v):
+            with tf.compat.v1.get_default_graph().colocate_with(v):
                 self._zeros_slot(v, "m", self._name)
                 self._zeros_slot(v, "v", self._name)
                 self._get_or_make_slot(v, tf.convert_to_tensor(self._beta1, dtype=v.dtype.base_dtype),
@@ -398,7 +398,7 @@ class AdagradDecayOptimizer(_SparseToKernel, tf.compat.v1.train.Optimizer):
         for v in var_list:
             dtype = v.dtype.base_dtype
             shape = v.get_shape()
-            with tf.compat.v1.colocate_with(v):
+            with tf.compat.v1.get_default_graph().colocate_with(v):
                 if shape.is_fully_defined():
                     init = tf.compat.v1.constant_initializer(self._initial_accumulator_value, dtype=dtype)
                 else:
@@ -420,7 +420,7 @@ class AdagradDecayOptimizer(_SparseToKernel, tf.compat.v1.train.Optimizer):
                                                                name="accumulator_decay_step"), step_dtype)
         self._decay_rate_tensor = tf.convert_to_tensor(self._accumulator_decay_rate, name="accumulator_decay_rate")
         self._baseline_tensor = tf.convert_to_tensor(self._initial_accumulator_value, name="accumulator_baseline")
-        with tf.compat.v1.colocate_with(self._learning_rate_tensor):
+        with tf.compat.v1.get_default_graph().colocate_with(self._learning_rate_tensor):
             self._step_tensor = tf.identity(self._global_step) + 1
 
     def _hyper(self, dtype):
