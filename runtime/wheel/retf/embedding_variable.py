@@ -759,6 +759,9 @@ def embedding_column_for(stock):
     """tf.feature_column.embedding_column taking DeepRec's arguments (do_fusion: the fused lookup where the
     build's fused_embedding switch puts it; coalesced_scope: not provided) and its EmbeddingVariable columns."""
 
+    if getattr(stock, "embedding_variables", False):  # tf.feature_column and tf.compat.v1's may be one module
+        return stock
+
     def embedding_column(categorical_column, dimension, combiner="mean", initializer=None, ckpt_to_load_from=None,
                          tensor_name_in_ckpt=None, max_norm=None, trainable=True, coalesced_scope=None,
                          do_fusion=False, **kwargs):
@@ -780,6 +783,7 @@ def embedding_column_for(stock):
                                max_norm=max_norm, trainable=trainable, use_safe_embedding_lookup=True)
 
     embedding_column.__doc__ = stock.__doc__
+    embedding_column.embedding_variables = True
     return embedding_column
 
 
