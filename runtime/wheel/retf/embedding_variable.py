@@ -787,6 +787,24 @@ def embedding_column_for(stock):
     return embedding_column
 
 
+# --- DeepRec's features not provided: each says which script flag to drop ----------------------------------
+
+class WorkQueue(object):
+    """DeepRec's tf.WorkQueue (work-sharing input across workers) is not provided."""
+
+    def __init__(self, *args, **kwargs):
+        raise EmbeddingVariableError("tf.WorkQueue: DeepRec's work queue is not provided by this TensorFlow; read "
+                                     "the files with tf.data (shard them per worker). Fix: drop the script's "
+                                     "--workqueue flag")
+
+
+def categorical_column_with_adaptive_embedding(key, *args, **kwargs):
+    """DeepRec's adaptive embedding (hash buckets plus an EmbeddingVariable for hot ids) is not provided."""
+    raise EmbeddingVariableError("categorical_column_with_adaptive_embedding(%r): DeepRec's adaptive embedding is not "
+                                 "provided by this TensorFlow; use categorical_column_with_embedding. Fix: drop the "
+                                 "script's --adaptive_emb flag" % (key,))
+
+
 # --- into TensorFlow ------------------------------------------------------------------------------------
 
 def install():

@@ -92,6 +92,14 @@ class EmbeddingVariableTest(unittest.TestCase):
                 self.assertEqual((2, 2, DIM), got.shape)
                 np.testing.assert_array_equal(got[0, 0], got[1, 1])
 
+    def test_features_not_provided_name_the_flag_to_drop(self):
+        for make, flag in ((lambda: ev.WorkQueue(["a.csv"]), "--workqueue"),
+                           (lambda: ev.categorical_column_with_adaptive_embedding("C1"), "--adaptive_emb"),
+                           (lambda: ev.StorageOption(storage_type="DRAM_SSDHASH"), "storage_option")):
+            with self.assertRaisesRegex(ev.EmbeddingVariableError, "not provided.*Fix: drop the script's " + flag
+                                        if flag != "storage_option" else "not provided.*drop storage_option"):
+                make()
+
     def test_uninitialized_variable_says_so(self):
         with tf.Graph().as_default():
             variable = make_variable("emb", default_rows())

@@ -76,7 +76,7 @@ def _deeprec_optimizers(train_module, provided, label):
 
 # DeepRec's names for its EmbeddingVariable and options, in the tensorflow namespace with deeprec_api = true.
 DEEPREC_NAMES = ("get_embedding_variable", "EmbeddingVariableOption", "CounterFilter", "CBFFilter", "GlobalStepEvict",
-                 "L2WeightEvict", "InitializerOption", "StorageOption", "CheckpointOption")
+                 "L2WeightEvict", "InitializerOption", "StorageOption", "CheckpointOption", "WorkQueue")
 
 
 def _deeprec_api(namespace, v1):
@@ -94,6 +94,8 @@ def _deeprec_api(namespace, v1):
         for name in DEEPREC_NAMES:
             setattr(api, name, getattr(embedding_variable, name))
         api.feature_column.categorical_column_with_embedding = embedding_variable.categorical_column_with_embedding
+        api.feature_column.categorical_column_with_adaptive_embedding = \
+            embedding_variable.categorical_column_with_adaptive_embedding
         api.feature_column.embedding_column = embedding_variable.embedding_column_for(api.feature_column.embedding_column)
         api.GraphKeys.EMBEDDING_VARIABLES = embedding_variable.EMBEDDING_VARIABLES
     for name in DEEPREC_NAMES:
