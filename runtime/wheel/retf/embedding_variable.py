@@ -558,27 +558,9 @@ def _adam(optimizer, var, grad, keys, step):
                            grad, keys, step)
 
 
-def _adam_async(optimizer, var, grad, keys, step):
-    if optimizer._apply_sparse_rmsprop:
-        raise EmbeddingVariableError("AdamAsyncOptimizer(apply_sparse_rmsprop=True) does not update "
-                                     "EmbeddingVariables here; drop apply_sparse_rmsprop")
-    lr, beta1, beta2, epsilon = optimizer._hyper(tf.float32)
-    slots = [optimizer.get_slot(var, name)._handle for name in ("m", "v", "beta1_power", "beta2_power")]
-    return ev_ops.ev_apply("adam_async", [var._handle] + slots, [lr, beta1, beta2, epsilon], grad, keys, step)
-
-
 def _adagrad(optimizer, var, grad, keys, step):
     return ev_ops.ev_apply("adagrad", [var._handle, optimizer.get_slot(var, "accumulator")._handle],
                            [_hyper(optimizer._learning_rate_tensor)], grad, keys, step)
-
-
-def _adagrad_decay(optimizer, var, grad, keys, step):
-    lr, rate, baseline = optimizer._hyper(tf.float32)
-    handles = [var._handle, optimizer.get_slot(var, "accumulator")._handle,
-               optimizer.get_slot(var, "accumulator_decay_power")._handle]
-    return ev_ops.ev_apply("adagrad_decay", handles,
-                           [lr, tf.cast(optimizer._decay_step_tensor, tf.int64), rate, baseline], grad, keys,
-                           tf.cast(optimizer._global_step, tf.int64) if optimizer._global_step is not None else step)
 
 
 def _ftrl(optimizer, var, grad, keys, step):
@@ -597,11 +579,9 @@ def _gradient_descent(optimizer, var, grad, keys, step):
 
 
 def _rules():
-    """(optimizer class, its EmbeddingVariable update), most specific first."""
-    from retf import train
+    """(TensorFlow's optimizer class, its EmbeddingVariable update), most specific first."""
     v1 = tf.compat.v1.train
-    return ((train.AdamAsyncOptimizer, _adam_async), (train.AdagradDecayOptimizer, _adagrad_decay),
-            (v1.AdamOptimizer, _adam), (v1.AdagradOptimizer, _adagrad), (v1.FtrlOptimizer, _ftrl),
+    return ((v1.AdamOptimizer, _adam), (v1.AdagradOptimizer, _adagrad), (v1.FtrlOptimizer, _ftrl),
             (v1.GradientDescentOptimizer, _gradient_descent))
 
 
@@ -610,11 +590,15 @@ def update(optimizer, var, grad):
     if not isinstance(grad, tf.IndexedSlices):
         raise EmbeddingVariableError("%s: an EmbeddingVariable takes sparse gradients (from tf.nn.embedding_lookup),"
                                      " got a dense one" % var._save_name)
-    for kind, rule in _rules():
-        if isinstance(optimizer, kind):
-            keys = grad.indices if grad.indices.dtype == tf.int64 else tf.cast(grad.indices, tf.int64)
-            with ops.colocate_with(var._handle):
-                return rule(optimizer, var, tf.cast(grad.values, tf.float32), keys, _global_step())
+    keys = grad.indices if grad.indices.dtype == tf.int64 else tf.cast(grad.indices, tf.int64)
+    values = tf.cast(grad.values, tf.float32)
+    own = getattr(optimizer, "_update_embedding_variable", None)  # retf.train's DeepRec optimizers carry theirs
+    with ops.colocate_with(var._handle):
+        if own is not None:
+            return own(var, values, keys, _global_step())
+        for kind, rule in _rules():
+            if isinstance(optimizer, kind):
+                return rule(optimizer, var, values, keys, _global_step())
     raise EmbeddingVariableError(
         "%s cannot update EmbeddingVariable %s: EmbeddingVariables train with tf.train.GradientDescentOptimizer, "
         "AdagradOptimizer, AdagradDecayOptimizer, AdamOptimizer, AdamAsyncOptimizer or FtrlOptimizer"

@@ -5,6 +5,7 @@ import os
 import tensorflow as tf
 
 from retf import embedding_variable, ops
+from retf.ops import embedding_variable as ev_ops
 
 # The variable dtypes the fused kernels are built for.
 KERNEL_DTYPES = (tf.float32, tf.float64)
@@ -348,6 +349,16 @@ class AdamAsyncOptimizer(_SparseToKernel, tf.compat.v1.train.Optimizer):
                                       tf.compat.v1.scatter_update(m, unique, m_t, use_locking=self._use_locking)]):
             return tf.group(tf.compat.v1.scatter_sub(var, unique, m_t, use_locking=self._use_locking))
 
+    def _update_embedding_variable(self, var, grad, keys, step):
+        """A sparse gradient of an EmbeddingVariable: beta powers per key (slots of one value), as in DeepRec."""
+        if self._apply_sparse_rmsprop:
+            raise embedding_variable.EmbeddingVariableError(
+                "AdamAsyncOptimizer(apply_sparse_rmsprop=True) does not update EmbeddingVariables here; drop "
+                "apply_sparse_rmsprop")
+        lr, beta1, beta2, epsilon = self._hyper(tf.float32)
+        slots = [self.get_slot(var, name).handle for name in ("m", "v", "beta1_power", "beta2_power")]
+        return ev_ops.ev_apply("adam_async", [var.handle] + slots, [lr, beta1, beta2, epsilon], grad, keys, step)
+
     def _sparse(self, grad, var, indices):
         if self._apply_sparse_rmsprop:
             return self._sparse_rmsprop(grad, var, indices)
@@ -446,6 +457,13 @@ class AdagradDecayOptimizer(_SparseToKernel, tf.compat.v1.train.Optimizer):
 
     def _resource_apply_dense(self, grad, var):
         return self._dense(grad, var)
+
+    def _update_embedding_variable(self, var, grad, keys, step):
+        """A sparse gradient of an EmbeddingVariable: the decay count per key (a slot of one value)."""
+        lr, rate, baseline = self._hyper(tf.float32)
+        handles = [var.handle] + [self.get_slot(var, name).handle for name in ("accumulator", "accumulator_decay_power")]
+        return ev_ops.ev_apply("adagrad_decay", handles, [lr, tf.cast(self._decay_step_tensor, tf.int64), rate, baseline],
+                               grad, keys, tf.cast(self._global_step, tf.int64))
 
     def _sparse(self, grad, var, indices):
         _require_kernel_dtype(self, var)
