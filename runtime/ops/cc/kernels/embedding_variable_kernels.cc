@@ -401,7 +401,7 @@ class EVGatherOp : public OpKernel {
     shape.AddDim(storage->column(resource->column()).width);
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &out));
-    const int64_t* key_data = keys.flat<int64>().data();
+    const int64_t* key_data = reinterpret_cast<const int64_t*>(keys.flat<int64>().data());
     if (resource->column() > 0) {
       storage->ReadColumn(resource->column(), key_data, keys.NumElements(), out->flat<float>().data());
     } else {
@@ -461,7 +461,7 @@ Status PrepareEVUpdate(OpKernelContext* ctx, std::initializer_list<int64_t> widt
     return errors::InvalidArgument("the global step must be a scalar, got ", step.shape().DebugString());
   }
   update->step = step.scalar<int64>()();
-  const int64_t* key_data = keys.flat<int64>().data();
+  const int64_t* key_data = reinterpret_cast<const int64_t*>(keys.flat<int64>().data());
   const float* grad_data = grad.flat<float>().data();
   std::unordered_map<int64_t, int64_t> position;
   position.reserve(keys.dim_size(0));
@@ -634,11 +634,14 @@ class EVEvictOp : public OpKernel {
   }
 };
 
-template <typename T>
-Status OutputVector(OpKernelContext* ctx, int index, const std::vector<T>& data, TensorShape shape) {
+// data into output `index`, a tensor of TensorFlow's type T (whose int64 is long long in some versions, where
+// int64_t is long: same width, another C++ type).
+template <typename T, typename E>
+Status OutputVector(OpKernelContext* ctx, int index, const std::vector<E>& data, TensorShape shape) {
+  static_assert(sizeof(T) == sizeof(E), "an output's element width");
   Tensor* out = nullptr;
   TF_RETURN_IF_ERROR(ctx->allocate_output(index, shape, &out));
-  if (!data.empty()) std::memcpy(out->flat<T>().data(), data.data(), data.size() * sizeof(T));
+  if (!data.empty()) std::memcpy(out->flat<T>().data(), data.data(), data.size() * sizeof(E));
   return Status();
 }
 
@@ -652,15 +655,15 @@ class EVExportOp : public OpKernel {
     const EVStorage::Export out = resource->storage()->Snapshot(resource->column());
     const int64 n = out.keys.size(), filtered = out.filtered_keys.size();
     const int64 width = resource->storage()->column(resource->column()).width;
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 0, out.keys, TensorShape({n})));
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 1, out.values, TensorShape({n, width})));
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 2, out.freqs, TensorShape({n})));
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 3, out.versions, TensorShape({n})));
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 4, out.filtered_keys, TensorShape({filtered})));
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 5, out.filtered_freqs, TensorShape({filtered})));
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 6, out.filtered_versions, TensorShape({filtered})));
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 7, out.offsets, TensorShape({retf::kBuckets + 1})));
-    OP_REQUIRES_OK(ctx, OutputVector(ctx, 8, out.filtered_offsets, TensorShape({retf::kBuckets + 1})));
+    OP_REQUIRES_OK(ctx, OutputVector<int64>(ctx, 0, out.keys, TensorShape({n})));
+    OP_REQUIRES_OK(ctx, OutputVector<float>(ctx, 1, out.values, TensorShape({n, width})));
+    OP_REQUIRES_OK(ctx, OutputVector<int64>(ctx, 2, out.freqs, TensorShape({n})));
+    OP_REQUIRES_OK(ctx, OutputVector<int64>(ctx, 3, out.versions, TensorShape({n})));
+    OP_REQUIRES_OK(ctx, OutputVector<int64>(ctx, 4, out.filtered_keys, TensorShape({filtered})));
+    OP_REQUIRES_OK(ctx, OutputVector<int64>(ctx, 5, out.filtered_freqs, TensorShape({filtered})));
+    OP_REQUIRES_OK(ctx, OutputVector<int64>(ctx, 6, out.filtered_versions, TensorShape({filtered})));
+    OP_REQUIRES_OK(ctx, OutputVector<int32>(ctx, 7, out.offsets, TensorShape({retf::kBuckets + 1})));
+    OP_REQUIRES_OK(ctx, OutputVector<int32>(ctx, 8, out.filtered_offsets, TensorShape({retf::kBuckets + 1})));
   }
 };
 
