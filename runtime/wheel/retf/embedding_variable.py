@@ -192,6 +192,11 @@ class EmbeddingVariable(variables.Variable):
         for key in collections:
             ops.add_to_collection(key, self)
 
+    @classmethod
+    def _variable_call(cls, *args, **kwargs):
+        """None: built by its own __init__ (TF 2.13's variable metaclass asks each class first)."""
+        return None
+
     # the variable, as TensorFlow's graph-mode code asks for it
     def _should_act_as_resource_variable(self):
         pass
