@@ -89,7 +89,12 @@ def test_numpy_imported_first_is_refused_with_both_versions_and_the_fixes(verifi
     assert "initialization failed" not in run.stderr
 
 
-@pytest.mark.parametrize("check_class", op_check_classes())
+# DeepRec's API ships only with the Python 3.6 1.x API recipe (deeprec_api), whose TensorFlow 2.6 runs these checks
+# in tests/ops/test_retf_ops.py; the newest TensorFlows run the checks of what every recipe with ops ships.
+DEEPREC_ONLY = {"EmbeddingVariableTest", "StagedTest"}
+
+
+@pytest.mark.parametrize("check_class", [c for c in op_check_classes() if c not in DEEPREC_ONLY])
 @pytest.mark.parametrize("recipe, requirement", OP_CHECKED)
 def test_the_op_checks_pass_on_the_newest_tensorflows(verified_rows, recipe, requirement, check_class):
     _, _, venv = verified_rows(recipe, requirement)
