@@ -13,6 +13,7 @@ A partitioned EmbeddingVariable (a partitioner of the call or of the variable sc
 ``<name>/part_<i>``; key k lives in part (k mod 1000) mod parts, as in DeepRec.
 """
 
+import functools
 import sys
 import weakref
 
@@ -771,7 +772,7 @@ def embedding_column_for(stock):
                                initializer=initializer, ckpt_to_load_from=None, tensor_name_in_ckpt=None,
                                max_norm=max_norm, trainable=trainable, use_safe_embedding_lookup=True)
 
-    embedding_column.__doc__ = stock.__doc__
+    embedding_column = functools.wraps(stock)(embedding_column)
     embedding_column.embedding_variables = True
     return embedding_column
 
@@ -877,6 +878,5 @@ def install():
 
     for name, function, stock in zip(published, (lookup, sparse_lookup, safe_lookup),
                                      (stock_lookup, stock_sparse, stock_safe)):
-        function.__doc__ = stock.__doc__
-        setattr(embedding_ops, name, function)
+        setattr(embedding_ops, name, functools.wraps(stock)(function))  # named as the function it serves for
     return {name: getattr(embedding_ops, name) for name in published}
