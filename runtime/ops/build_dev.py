@@ -14,11 +14,20 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from retfwheel.errors import RetfError
 from retfwheel.native.elf import read_elf
-from retfwheel.stages.oplib import ALLOCATOR_HEADERS, build_info, compile_command, flags_for, op_sources, string_abi
+from retfwheel.stages.oplib import (
+    ALLOCATOR_HEADERS,
+    build_info,
+    compile_plan,
+    flags_for,
+    op_sources,
+    run_plan,
+    string_abi,
+)
 from retfwheel.wheelfile.archive import MemberView
 
 OPS = Path(__file__).resolve().parent
@@ -64,13 +73,18 @@ def build(site: Path, out: Path, cxx: str, abi: int | None = None, verbose: bool
     except RetfError as exc:
         raise BuildError(f"{exc}; pass --cxx11-abi 0 or 1 if the ABI is the problem") from exc
     out.parent.mkdir(parents=True, exist_ok=True)
-    command = compile_command(op_sources(), flags, cxx, include=tensorflow / "include", framework=tensorflow,
-                              output=str(out.resolve()))
-    if verbose:
-        print(" ".join(command), file=sys.stderr)
-    result = subprocess.run(command, cwd=OPS, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with tempfile.TemporaryDirectory(prefix="retf-objects-") as objects:
+        plan = compile_plan(op_sources(), flags, cxx, include=tensorflow / "include", framework=tensorflow,
+                            output=str(out.resolve()), objects=objects)
+
+        def run(command: tuple[str, ...]) -> subprocess.CompletedProcess:
+            if verbose:
+                print(" ".join(command), file=sys.stderr)
+            return subprocess.run(command, cwd=OPS, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        result = run_plan(plan, run)
     if result.returncode != 0:
-        raise BuildError(f"{' '.join(command)} failed:\n{result.stdout[-6000:]}")
+        raise BuildError(f"{' '.join(result.args)} failed:\n{result.stdout[-6000:]}")
     (out.parent / "_build_info.json").write_bytes(build_info(version, f"{cxx} (developer build)", flags))
     return version, flags
 

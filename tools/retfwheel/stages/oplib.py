@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -143,8 +144,9 @@ def _compile(spec: dict, sources: dict[str, bytes], flags: OpFlags, builder: str
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             (work / name).write_bytes(data)
         if builder == "host":
-            command = compile_command(spec, flags, compiler, include=sdk / "tensorflow" / "include", framework=sdk / "tensorflow")
-            result = subprocess.run(command, cwd=work, capture_output=True, text=True)
+            plan = compile_plan(spec, flags, compiler, include=sdk / "tensorflow" / "include", framework=sdk / "tensorflow")
+            (work / "objects").mkdir()
+            result = run_plan(plan, lambda command: subprocess.run(command, cwd=work, capture_output=True, text=True))
         else:
             result = _compile_in_root(spec, flags, compiler, suite, cache, sdk, work, key)
         if result.returncode != 0:
@@ -161,15 +163,34 @@ def build_info(tensorflow_version: str, identity: str, flags: OpFlags) -> bytes:
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 
 
-def compile_command(spec: dict, flags: OpFlags, compiler: str, include: Path, framework: Path,
-                    output: str = "_retf_ops.so") -> list[str]:
-    """The one command that builds the library from runtime/ops/build.json (run in a copy of runtime/ops/)."""
+@dataclass(frozen=True)
+class CompilePlan:
+    """How runtime/ops/build.json builds the library, run in a copy of runtime/ops/: ``compiles`` (one per source,
+    independent of each other), then ``link``. Linked in the sources' order, the library is byte for byte the one
+    that a single ``CXX compile_flags sources -o library link_flags`` makes."""
+    compiles: tuple[tuple[str, ...], ...]
+    link: tuple[str, ...]
+
+
+def compile_plan(spec: dict, flags: OpFlags, compiler: str, include: Path, framework: Path,
+                 output: str = "_retf_ops.so", objects: str = "objects") -> CompilePlan:
     values = {"include": str(include), "framework_dir": str(framework), "headers_root": str(Path(include).parent.parent),
               "abi": str(flags.cxx11_abi),
               "std": flags.std, "eigen_align": str(flags.eigen_align)}
     compile_flags = [f.format(**values) for f in spec["compile_flags"]]
     link_flags = [f.format(**values) for f in spec["link_flags"]]
-    return [compiler, *compile_flags, *spec["sources"], "-o", output, *link_flags]
+    named = [(source, f"{objects}/{source.replace('/', '_')}.o") for source in spec["sources"]]
+    return CompilePlan(tuple((compiler, *compile_flags, "-c", source, "-o", obj) for source, obj in named),
+                       (compiler, *(obj for _, obj in named), "-o", output, *link_flags))
+
+
+def run_plan(plan: CompilePlan, run: Callable[[tuple[str, ...]], subprocess.CompletedProcess],
+             jobs: int | None = None) -> subprocess.CompletedProcess:
+    """The compiles at once, ``jobs`` at a time (one per CPU by default), then the link; the first failure's result."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        results = list(pool.map(run, plan.compiles))
+    failed = [result for result in results if result.returncode != 0]
+    return failed[0] if failed else run(plan.link)
 
 
 def _sdk(archive: Archive, input_sha256: str, cache: Path, progress: Progress) -> Path:
@@ -244,10 +265,15 @@ def _compile_in_root(spec: dict, flags: OpFlags, compiler: str, suite: str, cach
         shutil.rmtree(inside, ignore_errors=True)
         shutil.copytree(work, inside)
         shutil.copytree(sdk / "tensorflow", inside / "tensorflow", symlinks=True)
-        command = compile_command(spec, flags, compiler, include=Path("/build") / key / "tensorflow" / "include",
-                                  framework=Path("/build") / key / "tensorflow")
-        script = f"cd /build/{key} && " + " ".join(shlex.quote(c) for c in command)
-        result = subprocess.run(["chroot", str(root), "sh", "-c", script], capture_output=True, text=True)
+        plan = compile_plan(spec, flags, compiler, include=Path("/build") / key / "tensorflow" / "include",
+                            framework=Path("/build") / key / "tensorflow")
+        (inside / "objects").mkdir()
+
+        def run(command: tuple[str, ...]) -> subprocess.CompletedProcess:
+            script = f"cd /build/{key} && {shlex.join(command)}"
+            return subprocess.run(["chroot", str(root), "sh", "-c", script], capture_output=True, text=True)
+
+        result = run_plan(plan, run)
         if result.returncode == 0:
             shutil.copy(inside / "_retf_ops.so", work / "_retf_ops.so")
         return result
