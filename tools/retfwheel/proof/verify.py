@@ -81,9 +81,7 @@ def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tupl
         progress(f"copying the {recipe.name} environment")
         env = base.copy_to(folder)
         checks = _run_checks(env, wheel_path, str(canonicalize_name(wheel.metadata_name)), wheel, settings, probe, scripts,
-                             progress)
-        if keep:  # the uninstall check removed it: leave the kept environment with the wheel installed
-            _python(env, ["-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", str(wheel_path)])
+                             progress, keep=keep is not None)
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -109,7 +107,7 @@ def _kept_folder(folder: Path) -> Path:
 
 
 def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, settings: dict, probe: Path | None, scripts,
-                progress: Progress) -> list[Check]:
+                progress: Progress, keep: bool = False) -> list[Check]:
     checks: list[Check] = []
     before = _snapshot(env)
     pip = _python(env, ["-m", "pip", "--version"]).stdout.split()[1:2] or ["unknown"]
@@ -193,8 +191,12 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, settings: 
         checks.append(_status(f"script {Path(script).name}", ran.returncode == 0, last_line(ran) or "exit 0"))
 
     progress("pip uninstall")
+    installed = _linked_copy(env.venv) if keep else None
     uninstall = _python(env, ["-m", "pip", "uninstall", "-y", "--disable-pip-version-check", name])
     left, empty = _left_behind(env, wheel) if uninstall.returncode == 0 else ([], [])
+    if installed is not None:  # the environment is kept as it was with the wheel installed
+        shutil.rmtree(env.venv)
+        installed.rename(env.venv)
     detail = f"left: {', '.join(left[:5])}" if left else (last_line(uninstall) if uninstall.returncode else "clean")
     if empty and not left:  # pip leaves an emptied top folder that is not a package (intel-tensorflow's _solib_k8/)
         detail += f"; pip leaves the empty {', '.join(empty)}, as it does uninstalling the input itself"
@@ -485,6 +487,22 @@ def _left_behind(env: Environment, wheel) -> tuple[list[str], list[str]]:
         if where.exists() and not folder.endswith(".data"):
             (left if any(p.is_file() or p.is_symlink() for p in where.rglob("*")) else empty).append(folder + "/")
     return sorted(set(left)), sorted(empty)
+
+
+def _linked_copy(venv: Path) -> Path:
+    """A copy of ``venv`` beside it whose files are hard links: pip uninstall moves the files it removes away, so
+    the copy keeps them as they were (the few files pip rewrites in place, ``*.pth``, are copied)."""
+    copy = venv.with_name(venv.name + ".installed")
+    shutil.rmtree(copy, ignore_errors=True)
+
+    def link(source: str, target: str) -> None:
+        if source.endswith(".pth"):
+            shutil.copy2(source, target)
+        else:
+            os.link(source, target)
+
+    shutil.copytree(venv, copy, symlinks=True, copy_function=link)
+    return copy
 
 
 def _json(result: subprocess.CompletedProcess) -> dict | None:
