@@ -219,6 +219,50 @@ def kept_environment(recipe, real_wheel, folder, wheel=None):
     return folder / "env" / "venv"
 
 
+def installed_environment(recipe: Path, wheel: Path, folder: Path) -> Path:
+    """A fresh copy of ``recipe``'s old environment with ``wheel`` installed by its own pip, offline: the venv (for
+    a wheel another test verified already, or built by the same recipe but for one switch)."""
+    from retfwheel.targets.environment import prepare_environment
+    from retfwheel.targets.fetch import cache_root
+    from retfwheel.targets.recipe import load_recipe
+
+    env = prepare_environment(load_recipe(recipe), cache_root(), None, lambda message: None).copy_to(folder)
+    install = run_bounded([env.python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", wheel],
+                          900, cwd=folder)
+    assert install.returncode == 0, (install.stdout + install.stderr)[-3000:]
+    return env.venv
+
+
+@pytest.fixture(scope="session")
+def verified_builds(tmp_path_factory):
+    """(recipe name, input requirement) -> (verify's exit code, its JSON report, the kept venv with the wheel
+    installed): the input fetched and built with the recipe and its shipped lock, each once per session (the
+    matrix's rows and the programs run on them share them)."""
+    import dataclasses
+    import json
+
+    from packaging.requirements import Requirement
+
+    from retfwheel.targets.fetch import cache_root, fetch_default_input
+    from retfwheel.targets.recipe import load_recipe
+
+    results: dict[tuple[str, str], tuple[int, dict, Path]] = {}
+
+    def verified(recipe: str, requirement: str) -> tuple[int, dict, Path]:
+        if (recipe, requirement) not in results:
+            loaded = dataclasses.replace(load_recipe(RECIPES / f"{recipe}.toml"), input_requirement=Requirement(requirement))
+            folder = tmp_path_factory.mktemp(f"{recipe}-{requirement.replace('==', '-')}")
+            built = run_cli("build", fetch_default_input(loaded, cache_root()), "--recipe", recipe, "--out-dir",
+                            folder / "out")
+            assert built.returncode == 0, built.stderr[-3000:]
+            wheel = built.stdout.strip().splitlines()[-1]
+            run = run_cli("verify", wheel, "--recipe", recipe, "--json", "--keep-env", folder / "env")
+            results[(recipe, requirement)] = (run.returncode, json.loads(run.stdout), folder / "env" / "venv")
+        return results[(recipe, requirement)]
+
+    return verified
+
+
 @pytest.fixture(scope="session")
 def v1_wheel(real_wheel, python36, tmp_path_factory) -> Path:
     """tensorflow-cpu 2.6.2 rebuilt with recipes/emulated-py36-tf1api.toml."""

@@ -8,11 +8,12 @@ then repaired the way a user would.
 | 9.0.1 | Ubuntu 18.04's python3-pip |
 | 18.1 | a new Python 3.6 venv |
 | 19.0.3 | the oldest that installs TF 1.15.5 (manylinux2010) from PyPI: the recipes' `[environment] pip` |
-| 19.3.1, 20.0.2 | current while TF 1.15 was |
+| 20.0.2 | current while TF 1.15 was |
 | 21.3.1 | the last for Python 3.6 |
 
 pip 19.0.3 installs both wheels in every `verify` (and so in tests/test_real_tensorflow.py and test_tf1_api.py);
-here the others do, each into its own copy of the environment.
+here the others install the 1.x-API wheel (the 2.x-API wheel's files are laid out the same), each into its own copy
+of the environment.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ pytestmark = pytest.mark.slow
 
 PROBE = Path(__file__).resolve().parent.parent / "runtime" / "probes" / "import_first.py"
 V1 = RECIPES / "emulated-py36-tf1api.toml"
-V2 = RECIPES / "emulated-py36.toml"
 INSTALL_TIMEOUT = 900
 
 
@@ -76,18 +76,14 @@ def site_packages(venv: Path) -> Path:
     return next(venv.parent.parent.glob("lib/python3.*/site-packages"))
 
 
-@pytest.fixture(scope="module")
-def wheels(built_wheel, v1_wheel):
-    return {"v2": (V2, built_wheel), "v1": (V1, v1_wheel)}
+# The 1.x-API wheel (the 2.x-API wheel's layout is the same, and every `verify` installs it with pip 19.0.3); pip
+# 19.3.1 installs as 19.0.3 and 20.0.2 do.
+PIPS = ["9.0.1", "18.1", "20.0.2", "21.3.1"]
 
 
-# Every pip with the 1.x-API wheel; the oldest and the newest with the 2.x-API wheel, whose layout is the same.
-PIPS = [(pip, "v1") for pip in ("9.0.1", "18.1", "19.3.1", "20.0.2", "21.3.1")] + [("9.0.1", "v2"), ("21.3.1", "v2")]
-
-
-@pytest.mark.parametrize("pip, which", PIPS)
-def test_the_users_pip_installs_the_wheel_and_pandas_first_trains(wheels, pip, which, tmp_path):
-    recipe, wheel = wheels[which]
+@pytest.mark.parametrize("pip", PIPS)
+def test_the_users_pip_installs_the_wheel_and_pandas_first_trains(v1_wheel, pip, tmp_path):
+    recipe, wheel = V1, v1_wheel
     venv = environment(recipe, tmp_path, pip)
     assert pip_version(venv) == pip
     install = python(venv, "-m", "pip", "install", str(wheel))  # the user's own command, nothing more
@@ -173,9 +169,9 @@ KILL_POINTS = {"early": 0.02, "late": 0.7}
 
 
 # pip 19.0.3 copies the unpacked wheel in the file system's order, pip 21.3.1 straight from the zip in its order
-@pytest.mark.parametrize("pip, point", [("19.0.3", "early"), ("19.0.3", "late"), ("21.3.1", "late")])
-def test_a_killed_install_is_repaired_by_installing_again(wheels, pip, point, tmp_path):
-    recipe, wheel = wheels["v1"]
+@pytest.mark.parametrize("pip, point", [("19.0.3", "late"), ("21.3.1", "early")])
+def test_a_killed_install_is_repaired_by_installing_again(v1_wheel, pip, point, tmp_path):
+    recipe, wheel = V1, v1_wheel
     venv = environment(recipe, tmp_path, pip)
     state = install_killed(venv, wheel, KILL_POINTS[point])
     python(venv, "-m", "pip", "install", str(wheel))
@@ -211,10 +207,10 @@ with tf.Session() as session:
 
 
 @pytest.mark.parametrize("pip", ["19.0.3"])
-def test_a_killed_install_gives_way_to_tensorflow_1_15(wheels, pip, tmp_path):
+def test_a_killed_install_gives_way_to_tensorflow_1_15(v1_wheel, pip, tmp_path):
     """The other way back: `pip install tensorflow==1.15.5` after the kill gives a TF 1.15.5 that trains. Where the
     wheel's metadata was written before the kill, pip removes every file of the wheel on the way."""
-    recipe, wheel = wheels["v1"]
+    recipe, wheel = V1, v1_wheel
     venv = environment(recipe, tmp_path, pip)
     state = install_killed(venv, wheel, KILL_POINTS["late"])
     site = site_packages(venv)

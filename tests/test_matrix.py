@@ -1,73 +1,43 @@
 """Every TensorFlow build users bring (slow; run in CI): each row is built with a shipped recipe and the lock
-shipped for its input, verified in the recipe's old environment, and, for the newest TensorFlow here, its op
-library put through every op check (tests/ops/check_retf_ops.py, the checks in tests/ops/checks/).
+shipped for its input, verified in the recipe's old environment, and, for the first and the newest TensorFlow with
+TSL's layout, its op library put through every op check (tests/ops/check_retf_ops.py, the checks in tests/ops/checks/).
 
 | row | what it proves |
 |---|---|
-| tensorflow-cpu 2.11.0, Python 3.7 | TSL's header layout, C++17, the C++11 string ABI; numpy >= 1.20 against the environment's 1.18.5 |
+| tensorflow-cpu 2.11.0, Python 3.7, the 1.x API | TSL's header layout, C++17, the C++11 string ABI; numpy >= 1.20 against the environment's 1.18.5 (the TF 1.x programs of tests/test_tf1_programs.py run on this build too) |
 | tensorflow-cpu 2.4.4, Python 3.6 | the oldest TF 2.x with ops: core headers, C++14 |
 | intel-tensorflow 2.6.0, Python 3.6 | a framework library whose statically linked std code carries __cxx11 symbols |
 | tensorflow 2.6.2, Python 3.6 | the GPU build (458 MB, CUDA loaded only if present): the same closure as tensorflow-cpu |
 | tensorflow-cpu 2.12.0 and 2.13.1, Python 3.8 | the newest TensorFlows with cp38 wheels, in a plain venv (no TF 1.15 exists for 3.8): every dependency served privately, namespace packages (google of protobuf 4) included |
 
-The op checks run on every TensorFlow >= 2.11 here.
+The op checks run on 2.11 and 2.13 (2.12's op library passes verify's check between them).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
-from packaging.version import Version
 
-from conftest import OP_CHECKS, RECIPES, op_check_classes, run_cli
+from conftest import OP_CHECKS, RECIPES, installed_environment, op_check_classes, run_cli
 
 pytestmark = pytest.mark.slow
 
 ROWS = [
-    ("emulated-py37", "tensorflow-cpu==2.11.0"),
+    ("emulated-py37-tf1api", "tensorflow-cpu==2.11.0"),
     ("emulated-py36", "tensorflow-cpu==2.4.4"),
     ("emulated-py36", "intel-tensorflow==2.6.0"),
     ("emulated-py36", "tensorflow==2.6.2"),
     ("emulated-py38", "tensorflow-cpu==2.12.0"),
     ("emulated-py38", "tensorflow-cpu==2.13.1"),
 ]
-OP_CHECKED = [row for row in ROWS if Version(row[1].split("==")[1]) >= Version("2.11")]
-
-
-def fetch(recipe_name: str, requirement: str) -> Path:
-    from retfwheel.targets.fetch import cache_root, fetch_default_input
-    from retfwheel.targets.recipe import load_recipe
-
-    recipe = dataclasses.replace(load_recipe(RECIPES / f"{recipe_name}.toml"), input_requirement=Requirement(requirement))
-    return fetch_default_input(recipe, cache_root())
-
-
-@pytest.fixture(scope="module")
-def verified_rows(tmp_path_factory):
-    """(recipe, requirement) -> (verify's exit code, its JSON report, the kept venv), each built once."""
-    results = {}
-
-    def verified(recipe: str, requirement: str):
-        if (recipe, requirement) not in results:
-            folder = tmp_path_factory.mktemp(requirement.replace("==", "-"))
-            built = run_cli("build", fetch(recipe, requirement), "--recipe", recipe, "--out-dir", folder / "out")
-            assert built.returncode == 0, built.stderr[-3000:]
-            wheel = built.stdout.strip().splitlines()[-1]
-            run = run_cli("verify", wheel, "--recipe", recipe, "--json", "--keep-env", folder / "env")
-            results[(recipe, requirement)] = (run.returncode, json.loads(run.stdout), folder / "env" / "venv")
-        return results[(recipe, requirement)]
-
-    return verified
+OP_CHECKED = [row for row in ROWS if row[1] in ("tensorflow-cpu==2.11.0", "tensorflow-cpu==2.13.1")]
 
 
 @pytest.mark.parametrize("recipe, requirement", ROWS)
-def test_each_input_builds_and_verifies_in_its_old_environment(verified_rows, recipe, requirement):
-    code, report, _ = verified_rows(recipe, requirement)
+def test_each_input_builds_and_verifies_in_its_old_environment(verified_builds, recipe, requirement):
+    code, report, _ = verified_builds(recipe, requirement)
     failed = [c for c in report["checks"] if c["status"] == "FAIL"]
     assert code == 0 and not failed, json.dumps(failed, indent=1)
     checks = {c["name"]: c for c in report["checks"]}
@@ -75,10 +45,12 @@ def test_each_input_builds_and_verifies_in_its_old_environment(verified_rows, re
     assert checks["import tensorflow"]["detail"].startswith(f"tensorflow {requirement.split('==')[1]} ")
 
 
-def test_numpy_imported_first_is_refused_with_both_versions_and_the_fixes(verified_rows):
+def test_numpy_imported_first_is_refused_with_both_versions_and_the_fixes(verified_builds, tmp_path):
     """tensorflow-cpu 2.11 needs numpy >= 1.20; a TF 1.15 program importing the environment's 1.18.5 first is told
     so and how to fix it, never "initialization failed"."""
-    _, report, venv = verified_rows("emulated-py37", "tensorflow-cpu==2.11.0")
+    _, report, _ = verified_builds("emulated-py37-tf1api", "tensorflow-cpu==2.11.0")
+    # the environment as TF 1.15.5 left it (emulated-py37-tf1api's upgrades numpy to 1.21.6 first)
+    venv = installed_environment(RECIPES / "emulated-py37.toml", report["wheel"], tmp_path)
     run = run_cli("run", "--recipe", "emulated-py37", "--env", venv, "python", "-c", "import numpy; import tensorflow")
     assert run.returncode != 0
     last = run.stderr.strip().splitlines()
@@ -96,8 +68,8 @@ DEEPREC_ONLY = {"EmbeddingVariableTest", "StagedTest"}
 
 @pytest.mark.parametrize("check_class", [c for c in op_check_classes() if c not in DEEPREC_ONLY])
 @pytest.mark.parametrize("recipe, requirement", OP_CHECKED)
-def test_the_op_checks_pass_on_the_newest_tensorflows(verified_rows, recipe, requirement, check_class):
-    _, _, venv = verified_rows(recipe, requirement)
+def test_the_op_checks_pass_on_the_newest_tensorflows(verified_builds, recipe, requirement, check_class):
+    _, _, venv = verified_builds(recipe, requirement)
     result = subprocess.run([str(venv / "bin" / "python"), str(OP_CHECKS), "-v", check_class], capture_output=True,
                             text=True, timeout=1200)
     assert result.returncode == 0, f"{check_class} failed on {requirement}:\n{result.stderr[-8000:]}"

@@ -6,10 +6,11 @@ import json
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAM_TIMEOUT, RECIPES, kept_environment, run_bounded
+from conftest import PROGRAM_TIMEOUT, RECIPES, installed_environment, run_bounded, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -146,8 +147,12 @@ def test_sparse_adam_chosen_per_process(v1_venv):
     assert "RETF_SPARSE_ADAM=eager is not one of dense, fused, lazy" in result.stderr
 
 
-def test_opt_in_lazy_adam_leaves_untouched_rows_alone(real_wheel, python36, lazy_recipe, tmp_path_factory):
-    venv = kept_environment(lazy_recipe, real_wheel, tmp_path_factory.mktemp("lazy"))
+def test_opt_in_lazy_adam_leaves_untouched_rows_alone(real_wheel, python36, lazy_recipe, tmp_path):
+    """The recipe's switch, not the process's: the wheel built with sparse_adam = "lazy" (verify proves the same
+    build with the shipped switch, v1_venv) takes DeepRec's semantics with no variable set."""
+    built = run_cli("build", real_wheel, "--recipe", lazy_recipe, "--out-dir", tmp_path / "out")
+    assert built.returncode == 0, built.stderr[-3000:]
+    venv = installed_environment(lazy_recipe, Path(built.stdout.strip().splitlines()[-1]), tmp_path / "env")
     report = run_in(lazy_recipe, venv, LAZY_PROBE)
     assert report == {"optimizer": "retf.train.LazyAdamStandIn", "untouched_row_moved": False,
                       "slots": ["table/Adam", "table/Adam_1"]}

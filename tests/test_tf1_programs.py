@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAM_TIMEOUT, kept_environment, run_bounded, training_differences
+from conftest import PROGRAM_TIMEOUT, run_bounded, training_differences
 
 pytestmark = pytest.mark.slow
 
@@ -77,15 +77,14 @@ def wheel(v1_venv, tmp_path_factory) -> Runner:
 
 
 @pytest.fixture(scope="session")
-def wheel_2_11(tmp_path_factory) -> Runner:
+def wheel_2_11(verified_builds, tmp_path_factory) -> Runner:
     """tensorflow-cpu 2.11.0 built with recipes/emulated-py37-tf1api.toml, verified and kept in its Python 3.7
-    environment (TF 1.15.5's packages, numpy upgraded to 1.21.6 as the wheel's numpy refusal says)."""
-    from retfwheel.targets.fetch import cache_root, fetch_default_input
-    from retfwheel.targets.recipe import load_recipe
-
-    recipe = REPO / "recipes" / "emulated-py37-tf1api.toml"
-    venv = kept_environment(recipe, fetch_default_input(load_recipe(recipe), cache_root()), tmp_path_factory.mktemp("v1-2.11"))
-    return Runner(recipe, venv, tmp_path_factory.mktemp("tf1api-2.11"))
+    environment (TF 1.15.5's packages, numpy upgraded to 1.21.6 as the wheel's numpy refusal says): the matrix's
+    row (tests/test_matrix.py)."""
+    code, report, venv = verified_builds("emulated-py37-tf1api", "tensorflow-cpu==2.11.0")
+    checks = {c["name"]: c["status"] for c in report["checks"]}
+    assert code == 0 and checks.get("TF 1.15 program unchanged") == "pass", json.dumps(report["checks"], indent=1)
+    return Runner(REPO / "recipes" / "emulated-py37-tf1api.toml", venv, tmp_path_factory.mktemp("tf1api-2.11"))
 
 
 def assert_same_training(reference: dict, produced: dict, metrics: tuple[str, ...] = (), exact: tuple[str, ...] = ()):
