@@ -33,6 +33,36 @@ def op_check_classes() -> list[str]:
 
 
 @dataclass(frozen=True)
+class OpCheckRun:
+    """One run of the op checks, every class in one process (a TensorFlow import each would cost more than most
+    classes take): each check's outcome, by "Class.test_name", as the runner's --report wrote them."""
+    python: str
+    returncode: int
+    outcomes: dict
+    output: str
+
+    def failures(self, check_class: str) -> str | None:
+        """Why ``check_class`` did not pass, or None when each of its checks ran and passed (or was skipped)."""
+        mine = {name: said for name, said in self.outcomes.items() if name.split(".")[0] == check_class}
+        bad = [f"{name}: {said}" for name, said in sorted(mine.items()) if said not in ("ok", "skipped")]
+        if mine and not bad:
+            return None
+        why = "\n".join(bad) if bad else f"none of its checks ran (exit {self.returncode})\n{self.output[-8000:]}"
+        return f"{check_class} under {self.python}:\n{why}"
+
+
+def run_op_checks(python: str, classes: list[str], timeout: float = 3600) -> OpCheckRun:
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="retf-op-checks-") as folder:
+        report = Path(folder) / "report.json"
+        result = run_bounded([python, OP_CHECKS, "--report", report, "-v", *classes], timeout)
+        outcomes = json.loads(report.read_text()) if report.is_file() else {}
+    return OpCheckRun(python, result.returncode, outcomes, result.stderr + result.stdout)
+
+
+@dataclass(frozen=True)
 class Libraries:
     framework_old_abi: bytes  # -D_GLIBCXX_USE_CXX11_ABI=0
     framework_new_abi: bytes

@@ -16,11 +16,10 @@ The op checks run on 2.11 and 2.13 (2.12's op library passes verify's check betw
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-from conftest import OP_CHECKS, RECIPES, installed_environment, op_check_classes, run_cli
+from conftest import RECIPES, OpCheckRun, installed_environment, op_check_classes, run_cli, run_op_checks
 
 pytestmark = pytest.mark.slow
 
@@ -66,10 +65,25 @@ def test_numpy_imported_first_is_refused_with_both_versions_and_the_fixes(verifi
 DEEPREC_ONLY = {"EmbeddingVariableTest", "StagedTest"}
 
 
-@pytest.mark.parametrize("check_class", [c for c in op_check_classes() if c not in DEEPREC_ONLY])
+CHECKED_HERE = [c for c in op_check_classes() if c not in DEEPREC_ONLY]
+
+
+@pytest.fixture(scope="module")
+def op_checks(verified_builds):
+    """(recipe, requirement) -> the op checks run once in that row's kept environment."""
+    runs: dict[tuple[str, str], OpCheckRun] = {}
+
+    def run(recipe: str, requirement: str) -> OpCheckRun:
+        if (recipe, requirement) not in runs:
+            _, _, venv = verified_builds(recipe, requirement)
+            runs[(recipe, requirement)] = run_op_checks(str(venv / "bin" / "python"), CHECKED_HERE)
+        return runs[(recipe, requirement)]
+
+    return run
+
+
+@pytest.mark.parametrize("check_class", CHECKED_HERE)
 @pytest.mark.parametrize("recipe, requirement", OP_CHECKED)
-def test_the_op_checks_pass_on_the_newest_tensorflows(verified_builds, recipe, requirement, check_class):
-    _, _, venv = verified_builds(recipe, requirement)
-    result = subprocess.run([str(venv / "bin" / "python"), str(OP_CHECKS), "-v", check_class], capture_output=True,
-                            text=True, timeout=1200)
-    assert result.returncode == 0, f"{check_class} failed on {requirement}:\n{result.stderr[-8000:]}"
+def test_the_op_checks_pass_on_the_newest_tensorflows(op_checks, recipe, requirement, check_class):
+    failures = op_checks(recipe, requirement).failures(check_class)
+    assert failures is None, failures

@@ -2,17 +2,17 @@
 
 The checks live in checks/ (one module per op family) and run through check_retf_ops.py under
 $RETF_OPS_PYTHON: a Python with TensorFlow, NumPy and a built retf package importable (installed from
-a built wheel, or via PYTHONPATH). One pytest test per check class, so a failure names the area.
+a built wheel, or via PYTHONPATH). The classes run in one process; one pytest test per check class, so a failure
+names the area.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
-from conftest import OP_CHECKS, op_check_classes
+from conftest import OpCheckRun, op_check_classes, run_op_checks
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +34,13 @@ def test_every_check_class_is_collected():
     assert len(set(op_check_classes())) == len(op_check_classes()), "the runner needs one class per name"
 
 
+@pytest.fixture(scope="module")
+def op_checks(ops_python) -> OpCheckRun:
+    return run_op_checks(ops_python, op_check_classes())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("check_class", op_check_classes())
-def test_retf_ops(ops_python, check_class):
-    result = subprocess.run([ops_python, str(OP_CHECKS), "-v", check_class], capture_output=True, text=True,
-                            timeout=1200)
-    assert result.returncode == 0, f"{check_class} failed under {ops_python}:\n{result.stderr[-8000:]}"
+def test_retf_ops(op_checks, check_class):
+    failures = op_checks.failures(check_class)
+    assert failures is None, failures
