@@ -219,15 +219,21 @@ def built_wheel(real_wheel, python36, tmp_path_factory):
     return Path(run.stdout.strip().splitlines()[-1])
 
 
+DOCKER_ENTRY_POINT = REPO / "docker" / "ubuntu18.04-py36" / "entrypoint.sh"
+
+
 @pytest.fixture(scope="session")
 def verified(built_wheel, tmp_path_factory):
-    """`verify --json --keep-env` of the built wheel: (exit code, report, kept venv with the wheel installed)."""
+    """`verify --json --keep-env` of the built wheel: (exit code, report, kept venv with the wheel installed). Run
+    through the Ubuntu 18.04 image's entry point (its `retf-verify`) pointed at the emulated environment, as
+    `make demo` runs it: the wheel named relative to the working folder."""
     import json
 
     kept = tmp_path_factory.mktemp("kept") / "env"
-    # as `make demo` runs it: the wheel named relative to the working folder
-    run = run_cli("verify", built_wheel.name, "--recipe", RECIPES / "emulated-py36.toml", "--json", "--keep-env", kept,
-                  cwd=built_wheel.parent)
+    env = dict(os.environ, RETF_RECIPE=str(RECIPES / "emulated-py36.toml"),
+               RETFWHEEL=str(Path(sys.executable).parent / "retfwheel"))
+    run = subprocess.run([DOCKER_ENTRY_POINT, built_wheel.name, "--json", "--keep-env", kept], capture_output=True,
+                         text=True, env=env, cwd=built_wheel.parent)
     try:
         report = json.loads(run.stdout)
     except ValueError:

@@ -82,18 +82,44 @@ def test_two_ps_two_workers_train(wheel_env, mode):
     assert 20 <= len(losses) <= 22 and all(math.isfinite(x) for x in losses), reports
 
 
+@pytest.fixture(scope="module")
+def tf115_losses(tf115_env):
+    """One worker's losses on TF 1.15.5 by optimizer, each run once."""
+    runs: dict[str, list[float]] = {}
+
+    def losses(optimizer: str) -> list[float]:
+        if optimizer not in runs:
+            want = ps_training(tf115_env, tf115_env, workers=1, steps=30, optimizer=optimizer, threads=1)
+            assert want.ok, want.failure()
+            runs[optimizer] = want.of("worker")[0].json["losses"]
+        return runs[optimizer]
+
+    return losses
+
+
+@pytest.fixture(scope="module")
+def wheel_losses(wheel_env):
+    """One worker's losses on the wheel by mode (MODES), each run once."""
+    runs: dict[str, list[float]] = {}
+
+    def losses(mode: str) -> list[float]:
+        if mode not in runs:
+            env, optimizer, _ = MODES[mode]
+            got = ps_training(wheel_env, wheel_env, workers=1, steps=30, optimizer=optimizer, worker_vars=env, threads=1)
+            assert got.ok, got.failure()
+            runs[mode] = got.of("worker")[0].json["losses"]
+        return runs[mode]
+
+    return losses
+
+
 @pytest.mark.parametrize("mode, reference", [("dense", "adam"), ("fused", "adam"), ("lazy", "lazy"),
                                              ("retf.train.LazyAdamOptimizer", "lazy"), ("adagrad", "adagrad"),
                                              ("ftrl", "ftrl")])
-def test_one_worker_trains_as_tensorflow_1_15_does(wheel_env, tf115_env, mode, reference):
+def test_one_worker_trains_as_tensorflow_1_15_does(wheel_losses, tf115_losses, mode, reference):
     """One worker is deterministic: its losses match TF 1.15.5's own ops (tf.contrib.opt's lazy Adam for lazy;
     TF 1.15.5's Adagrad and FTRL for the wheel's fused ones)."""
-    env, optimizer, _ = MODES[mode]
-    want = ps_training(tf115_env, tf115_env, workers=1, steps=30, optimizer=reference, threads=1)
-    got = ps_training(wheel_env, wheel_env, workers=1, steps=30, optimizer=optimizer, worker_vars=env, threads=1)
-    assert want.ok, want.failure()
-    assert got.ok, got.failure()
-    problems = training_differences(want.of("worker")[0].json["losses"], got.of("worker")[0].json["losses"])
+    problems = training_differences(tf115_losses(reference), wheel_losses(mode))
     assert not problems, "\n".join(problems)
 
 
@@ -110,12 +136,9 @@ def test_partitioned_embedding_variables_live_and_train_on_the_ps_tasks(wheel_en
     assert last < first, reports
 
 
-def test_lazy_and_dense_adam_differ_under_ps(wheel_env):
+def test_lazy_and_dense_adam_differ_under_ps(wheel_losses):
     """The comparison above can tell the semantics apart: lazy Adam's losses are not dense Adam's."""
-    dense = ps_training(wheel_env, wheel_env, workers=1, steps=30, threads=1, worker_vars=MODES["dense"][0])
-    lazy = ps_training(wheel_env, wheel_env, workers=1, steps=30, threads=1, worker_vars=MODES["lazy"][0])
-    assert dense.ok and lazy.ok, dense.failure() + lazy.failure()
-    assert training_differences(dense.of("worker")[0].json["losses"], lazy.of("worker")[0].json["losses"])
+    assert training_differences(wheel_losses("dense"), wheel_losses("lazy"))
 
 
 def test_ps_without_the_library_fails_the_cluster_with_a_fix(wheel_env):
