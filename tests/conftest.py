@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -269,34 +270,56 @@ def installed_environment(recipe: Path, wheel: Path, folder: Path) -> Path:
     return env.venv
 
 
+class VerifiedBuilds:
+    """(recipe name, input requirement) -> (verify's exit code, its JSON report, the kept venv with the wheel
+    installed): the input fetched and built with the recipe and its shipped lock, then verified, each once per session
+    (the matrix's rows and the programs run on them share them). ``start`` begins some at once, two at a time: one
+    verify leaves a core idle much of its time (pip, one import after another)."""
+
+    def __init__(self, tmp_path_factory):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.folders = tmp_path_factory
+        self.pool = ThreadPoolExecutor(max_workers=2)
+        self.made: dict[tuple[str, str], Future] = {}
+
+    def start(self, *rows: tuple[str, str]) -> None:
+        for recipe, requirement in rows:
+            if (recipe, requirement) not in self.made:
+                folder = self.folders.mktemp(f"{recipe}-{requirement.replace('==', '-')}")
+                self.made[(recipe, requirement)] = self.pool.submit(self._make, recipe, requirement, folder)
+
+    def __call__(self, recipe: str, requirement: str) -> tuple[int, dict, Path]:
+        self.start((recipe, requirement))
+        return self.made[(recipe, requirement)].result()
+
+    @staticmethod
+    def built(recipe: str, requirement: str, out: Path) -> Path:
+        import dataclasses
+
+        from packaging.requirements import Requirement
+
+        from retfwheel.targets.fetch import cache_root, fetch_default_input
+        from retfwheel.targets.recipe import load_recipe
+
+        loaded = dataclasses.replace(load_recipe(RECIPES / f"{recipe}.toml"), input_requirement=Requirement(requirement))
+        run = run_cli("build", fetch_default_input(loaded, cache_root()), "--recipe", recipe, "--out-dir", out)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return Path(run.stdout.strip().splitlines()[-1])
+
+    def _make(self, recipe: str, requirement: str, folder: Path) -> tuple[int, dict, Path]:
+        import json
+
+        wheel = self.built(recipe, requirement, folder / "out")
+        run = run_cli("verify", wheel, "--recipe", recipe, "--json", "--keep-env", folder / "env")
+        return run.returncode, json.loads(run.stdout), folder / "env" / "venv"
+
+
 @pytest.fixture(scope="session")
 def verified_builds(tmp_path_factory):
-    """(recipe name, input requirement) -> (verify's exit code, its JSON report, the kept venv with the wheel
-    installed): the input fetched and built with the recipe and its shipped lock, each once per session (the
-    matrix's rows and the programs run on them share them)."""
-    import dataclasses
-    import json
-
-    from packaging.requirements import Requirement
-
-    from retfwheel.targets.fetch import cache_root, fetch_default_input
-    from retfwheel.targets.recipe import load_recipe
-
-    results: dict[tuple[str, str], tuple[int, dict, Path]] = {}
-
-    def verified(recipe: str, requirement: str) -> tuple[int, dict, Path]:
-        if (recipe, requirement) not in results:
-            loaded = dataclasses.replace(load_recipe(RECIPES / f"{recipe}.toml"), input_requirement=Requirement(requirement))
-            folder = tmp_path_factory.mktemp(f"{recipe}-{requirement.replace('==', '-')}")
-            built = run_cli("build", fetch_default_input(loaded, cache_root()), "--recipe", recipe, "--out-dir",
-                            folder / "out")
-            assert built.returncode == 0, built.stderr[-3000:]
-            wheel = built.stdout.strip().splitlines()[-1]
-            run = run_cli("verify", wheel, "--recipe", recipe, "--json", "--keep-env", folder / "env")
-            results[(recipe, requirement)] = (run.returncode, json.loads(run.stdout), folder / "env" / "venv")
-        return results[(recipe, requirement)]
-
-    return verified
+    builds = VerifiedBuilds(tmp_path_factory)
+    yield builds
+    builds.pool.shutdown(wait=True)
 
 
 @pytest.fixture(scope="session")
