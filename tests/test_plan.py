@@ -52,3 +52,25 @@ def test_another_python_is_refused_with_the_download_to_make(libs, tmp_path, rec
 def test_native_code_too_new_for_the_target_is_refused(tf_wheel, libs, old_recipe):
     with pytest.raises(TargetMismatchError, match="cannot run on old-py36"):
         plan_for(tf_wheel({"tensorflow/new.so": libs.new_glibc}), old_recipe)
+
+
+def test_deeprec_api_extends_the_inputs_configproto_module_or_refuses_an_input_without_one(tf_wheel, make_recipe):
+    from retfwheel.stages.oplib import OpFlags
+    from retfwheel.stages.plan import CONFIG_MODULE, DEEPREC_OPTIMIZER_OPTIONS, ExtendProto
+
+    recipe_path = make_recipe(extra="\n[ops]\nbuild = true\n\n[features]\ndeeprec_api = true\n")
+    recipe_path.write_text('api = "v1"\n' + recipe_path.read_text())
+    recipe = load_recipe(recipe_path)
+    flags = OpFlags("c++14", 0, 64)
+
+    def plan(wheel):
+        return make_plan(inspect_wheel(wheel, recipe), recipe, "0" * 64, "0.1.0", op_flags=flags)
+
+    with pytest.raises(TargetMismatchError, match="no tensorflow/core/protobuf/config_pb2.py") as caught:
+        plan(tf_wheel())
+    assert "deeprec_api = false" in caught.value.hint
+    made = plan(tf_wheel({CONFIG_MODULE: b"# generated\n"}))
+    (step,) = [s for s in made.steps if isinstance(s, ExtendProto)]
+    assert (step.member, step.message, step.fields) == (CONFIG_MODULE, "tensorflow.OptimizerOptions",
+                                                       DEEPREC_OPTIMIZER_OPTIONS)
+    assert [f.number for f in step.fields] == [7, 9, 10, 11, 12, 14, 15]  # DeepRec's config.proto

@@ -7,7 +7,7 @@ import ast
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool
 
-from retfwheel.wheelfile.protos import ProtoError, is_generated, move_proto, read_proto
+from retfwheel.wheelfile.protos import ProtoError, ScalarField, add_fields, is_generated, move_proto, read_proto
 
 PARENT = "tensorflow._vendor"
 F = descriptor_pb2.FieldDescriptorProto
@@ -165,3 +165,38 @@ def test_a_module_in_another_form_is_refused():
     with pytest.raises(ProtoError, match="not a protoc module"):
         read_proto("from google.protobuf import descriptor_pool\n"
                    "DESCRIPTOR = descriptor_pool.Default().AddSerializedFile(b'')\n", "new_pb2.py")
+
+
+DEEPREC_LIKE = (ScalarField("do_op_fusion", 7, "bool"), ScalarField("micro_batch_num", 9, "int32"))
+
+
+def test_added_fields_are_in_the_descriptor_the_spans_and_the_python_descriptors_as_protoc_would_write_them():
+    source = add_fields(_module(_fn_file(), "board.fn_pb2"), "board/fn_pb2.py", "board.Fn.Args", DEEPREC_LIKE)
+    extended = _serialized(source)
+    args = extended.message_type[0].nested_type[1]
+    assert [(f.name, f.number, f.type, f.label, f.json_name) for f in args.field[1:]] == [
+        ("do_op_fusion", 7, F.TYPE_BOOL, F.LABEL_OPTIONAL, "doOpFusion"),
+        ("micro_batch_num", 9, F.TYPE_INT32, F.LABEL_OPTIONAL, "microBatchNum")]
+    # the bytes are protoc's for the extended file, so protobuf's own pool takes them and finds the fields
+    expected = _fn_file()
+    fields = expected.message_type[0].nested_type[1].field
+    fields.add(name="do_op_fusion", number=7, label=F.LABEL_OPTIONAL, type=F.TYPE_BOOL, json_name="doOpFusion")
+    fields.add(name="micro_batch_num", number=9, label=F.LABEL_OPTIONAL, type=F.TYPE_INT32, json_name="microBatchNum")
+    assert extended.SerializeToString() == expected.SerializeToString()
+    assert _declared(source) == _spans(extended)  # every span after the message moved, the message's grew
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(_attr_file())
+    from google.protobuf import any_pb2
+    pool.AddSerializedFile(any_pb2.DESCRIPTOR.serialized_pb)
+    pool.Add(extended)
+    assert pool.FindFieldByName("board.Fn.Args.micro_batch_num").number == 9
+    assert ("_descriptor.FieldDescriptor(name='micro_batch_num', full_name='board.Fn.Args.micro_batch_num', index=2, "
+            "number=9, type=5, cpp_type=1, label=1, has_default_value=False, default_value=0,") in source
+
+
+def test_a_field_the_message_has_or_a_message_it_lacks_is_refused():
+    source = add_fields(_module(_fn_file(), "board.fn_pb2"), "board/fn_pb2.py", "board.Fn.Args", DEEPREC_LIKE)
+    with pytest.raises(ProtoError, match="already has a field named or numbered as do_op_fusion"):
+        add_fields(source, "board/fn_pb2.py", "board.Fn.Args", DEEPREC_LIKE[:1])
+    with pytest.raises(ProtoError, match="no message board.Nothing"):
+        add_fields(source, "board/fn_pb2.py", "board.Nothing", DEEPREC_LIKE)

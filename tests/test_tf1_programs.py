@@ -482,6 +482,17 @@ def test_deeprec_wide_and_deep_trains_filters_evicts_and_resumes(wheel, tmp_path
     assert first["ev_keys"] > 0 and first["ev_filtered_keys"] > 0  # values seen fewer than 3 times stay out
     assert resumed["ev_min_version"] >= 120 - 40  # GlobalStepEvict(steps_to_live=40) at the last save
     # CBFFilter, L2WeightEvict and AdagradDecay on EmbeddingVariables: tests/ops/checks/embedding_variable.py
+    # do_op_fusion (7) and do_smart_stage (10) set in graph_options (10) . optimizer_options (3), as DeepRec numbers them
+    assert first["session_config"] == "5206" "1a04" "3801" "5001", first["session_config"]
+
+
+def test_deeprec_micro_batches_are_refused_with_the_flag_to_drop(v1_venv, tmp_path):
+    """micro_batch_num > 1 (DeepRec's micro-batching) would change what a step computes: the session refuses it."""
+    run = retfwheel("run", "--recipe", V1_RECIPE, "--env", v1_venv, "python", PROGRAMS / "deeprec_wdl.py", tmp_path,
+                    "--model_dir", tmp_path / "model", "--micro_batch", "2", "--steps", "1")
+    assert run.returncode != 0
+    assert "micro_batch_num = 2 asks for DeepRec's micro-batching" in run.stderr, run.stderr[-3000:]
+    assert "drop --micro_batch" in run.stderr.strip().splitlines()[-1], run.stderr[-3000:]
 
 
 # --- the newest TensorFlow for Python 3.7 ---------------------------------------------------------------------------

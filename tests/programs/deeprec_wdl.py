@@ -3,11 +3,12 @@ API), on synthetic Criteo-like data.
 
     python deeprec_wdl.py WORK_DIR --model_dir DIR [--ev] [--ev_filter counter|cbf] [--ev_elimination l2|gstep]
         [--optimizer adamasync|adagraddecay|adam|adagrad] [--smartstaged true|false] [--emb_fusion true|false]
-        [--steps N] [--tf]
+        [--op_fusion true|false] [--micro_batch N] [--steps N] [--tf]
 
 Without --tf the DeepRec API is used as DeepRec's script uses it: EmbeddingVariableOption with the filter and
 eviction options (built even without --ev), categorical_column_with_embedding with --ev, embedding_column's
-do_fusion, tf.staged with tf.make_prefetch_hook, AdamAsyncOptimizer / AdagradDecayOptimizer for the deep part and
+do_fusion, tf.staged with tf.make_prefetch_hook, DeepRec's ConfigProto fields (do_op_fusion, do_smart_stage,
+micro_batch_num), AdamAsyncOptimizer / AdagradDecayOptimizer for the deep part and
 FTRL for the wide part, MonitoredTrainingSession checkpoints in --model_dir (a second run resumes there). Prints
 one JSON line: the losses, the AUC on held-out rows, the global step, and what the checkpoint holds for the
 first column's EmbeddingVariable.
@@ -38,6 +39,8 @@ parser.add_argument("--ev_elimination", choices=[None, "l2", "gstep"], default=N
 parser.add_argument("--optimizer", choices=["adamasync", "adagraddecay", "adam", "adagrad"], default="adamasync")
 parser.add_argument("--smartstaged", type=boolean_string, default=True)
 parser.add_argument("--emb_fusion", type=boolean_string, default=True)
+parser.add_argument("--op_fusion", type=boolean_string, default=True)
+parser.add_argument("--micro_batch", type=int, default=0)
 parser.add_argument("--steps", type=int, default=60)
 parser.add_argument("--tf", action="store_true")
 args = parser.parse_args()
@@ -154,9 +157,17 @@ with tf.Graph().as_default():
     hooks = [tf.train.StopAtStepHook(last_step=args.steps)]
     if not args.tf and args.smartstaged:
         hooks.append(tf.make_prefetch_hook())
+    sess_config = tf.ConfigProto()
+    if args.op_fusion and not args.tf:
+        sess_config.graph_options.optimizer_options.do_op_fusion = True
+    if args.smartstaged and not args.tf:
+        sess_config.graph_options.optimizer_options.do_smart_stage = True
+    if args.micro_batch and not args.tf:
+        sess_config.graph_options.optimizer_options.micro_batch_num = args.micro_batch
     losses = []
     with tf.train.MonitoredTrainingSession(checkpoint_dir=args.model_dir, save_checkpoint_steps=20, hooks=hooks,
-                                           save_summaries_steps=None, log_step_count_steps=None) as session:
+                                           save_summaries_steps=None, log_step_count_steps=None,
+                                           config=sess_config) as session:
         start_step = session.run(global_step)
         while not session.should_stop():
             losses.append(float(session.run([loss, train_op])[0]))
@@ -173,7 +184,7 @@ reader = tf.train.load_checkpoint(checkpoint)
 names = sorted(reader.get_variable_to_shape_map())
 ev_name = "dnn/input_layer/C1_embedding/embedding_weights"
 report = {"losses": losses, "start_step": int(start_step), "step": int(checkpoint.rsplit("-", 1)[-1]),
-          "auc": auc(test_labels, scores),
+          "auc": auc(test_labels, scores), "session_config": sess_config.SerializeToString().hex(),
           "ev_tensors": [n for n in names if n.startswith(ev_name + "-") or n.startswith(ev_name + "/")]}
 if ev_name + "-keys" in names:
     report["ev_keys"] = int(reader.get_tensor(ev_name + "-keys").size)

@@ -85,8 +85,8 @@ FEATURES: tuple[Feature, ...] = (
             "DeepRec's AdamAsync and AdagradDecay optimizers"),
     Feature("deeprec_api", None, ON_OFF, "0", "api",
             "DeepRec's API in the 1.x API: EmbeddingVariable (tf.get_embedding_variable, "
-            "tf.feature_column.categorical_column_with_embedding, its filters, evictions and checkpoints) and "
-            "DeepRec's optimizers",
+            "tf.feature_column.categorical_column_with_embedding, its filters, evictions and checkpoints), "
+            "DeepRec's optimizers, tf.staged, and DeepRec's ConfigProto fields (do_op_fusion, micro_batch_num, ...)",
             "DeepRec's API (EmbeddingVariable and its options, AdamAsync, AdagradDecay)"),
 )
 

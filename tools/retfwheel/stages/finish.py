@@ -12,7 +12,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from retfwheel.errors import RecipeError, WheelFormatError
+from retfwheel.errors import RecipeError, TargetMismatchError, WheelFormatError
 from retfwheel.features import BY_KEY
 from retfwheel.native.elf import ElfInfo
 from retfwheel.stages.audit import refuse_newer_glibc
@@ -68,9 +68,17 @@ def finish(plan: BuildPlan, recipe: Recipe, results: StepResults, input_elves: t
     # the input's modules that import the private_names ones, rewritten; the package's __init__, if among them, is
     # the source the bootstrap is injected into
     rewritten = {m.name: m for m in results.vendored.replaced} if results.vendored else {}
+    both = sorted(rewritten.keys() & {m.name for m in results.extended})
+    if both:
+        raise TargetMismatchError(f"{', '.join(both)}: rewritten both for [deps] private_names and for DeepRec's "
+                                  "fields, which one build does not combine",
+                                  hint="set [features] deeprec_api = false, or drop the distribution it imports from "
+                                       "[deps] private_names")
+    rewritten.update({m.name: m for m in results.extended})
     if results.vendored:
         members += results.vendored.members
         notes += results.vendored.notes
+    if rewritten:
         plan = dataclasses.replace(plan, members=tuple(m for m in plan.members if m.name not in rewritten))
         members += [m for name, m in rewritten.items() if not (inject_step and name == inject_step.init_name)]
     if inject_step is not None and inject_step.init_name in rewritten:

@@ -35,6 +35,7 @@ from retfwheel.stages.plan import (
     BuildOps,
     BuildPlan,
     CopyMember,
+    ExtendProto,
     InjectBootstrap,
     NewMember,
     VendorDependencies,
@@ -101,6 +102,7 @@ class StepResults:
     ops: OpsResult | None = None
     runtime: RuntimeResult | None = None
     vendored: VendoredResult | None = None
+    extended: tuple[NewMember, ...] = ()  # the input's generated modules with fields added (ExtendProto)
 
     @property
     def elves(self) -> tuple[ElfInfo, ...]:
@@ -114,6 +116,7 @@ def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, 
                 progress: Progress) -> StepResults:
     """Run the plan's doing steps (each independent of the others); ``archive`` is the input wheel."""
     ops = runtime = vendored = None
+    extended: list[NewMember] = []
     for step in plan.steps:
         if isinstance(step, BuildOps):
             ops = _build_ops(plan, step, archive, cache, progress)
@@ -121,7 +124,21 @@ def materialize(plan: BuildPlan, recipe: Recipe, archive: Archive, cache: Path, 
             runtime = _vendor_runtime(step, recipe, cache, progress)
         elif isinstance(step, VendorDependencies):
             vendored = _vendor_dependencies(step, plan, recipe, archive, cache, target_python, progress)
-    return StepResults(ops, runtime, vendored)
+        elif isinstance(step, ExtendProto):
+            extended.append(_extend_proto(step, archive))
+    return StepResults(ops, runtime, vendored, tuple(extended))
+
+
+def _extend_proto(step: ExtendProto, archive: Archive) -> NewMember:
+    member = archive.member(step.member)
+    if member is None:
+        raise WheelFormatError(f"{archive.path}: no {step.member}")
+    try:
+        source = read_content(archive, member).decode("utf-8")
+        return NewMember(step.member, protos.add_fields(source, step.member, step.message, step.fields).encode("utf-8"))
+    except (UnicodeDecodeError, ProtoError) as exc:
+        raise TargetMismatchError(f"{step.member} cannot take DeepRec's {step.message} fields: {exc}",
+                                  hint="set [features] deeprec_api = false for this input") from None
 
 
 def _vendor_runtime(step: VendorRuntime, recipe: Recipe, cache: Path, progress: Progress) -> RuntimeResult:

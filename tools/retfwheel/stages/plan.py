@@ -30,6 +30,7 @@ from retfwheel.targets.lock import Lock, locked_scripts, vendored_requirements
 from retfwheel.targets.recipe import Recipe, RuntimeSpec, Target
 from retfwheel.wheelfile.injection import InjectionError, bootstrap_block, inject
 from retfwheel.wheelfile.metadata import rewrite_headers
+from retfwheel.wheelfile.protos import ScalarField
 from retfwheel.wheelfile.wheel import PROVENANCE_FILE, WheelInfo
 from retfwheel.wheelfile.writer import CopyMember, NewMember
 
@@ -101,6 +102,31 @@ class InjectBootstrap:
 
 
 @dataclass(frozen=True)
+class ExtendProto:
+    """Add scalar fields to a message of one of the input's generated ``_pb2`` modules (rewritten, not copied)."""
+
+    member: str
+    message: str
+    fields: tuple[ScalarField, ...]
+
+
+CONFIG_MODULE = f"{PACKAGE}/core/protobuf/config_pb2.py"
+# DeepRec's own fields of tensorflow.OptimizerOptions (its tensorflow/core/protobuf/config.proto), which its model zoo
+# sets on the session's ConfigProto: with the deeprec_api switch the wheel's ConfigProto has them too, and the
+# bootstrap says what each does here (tensorflow/_retf/deeprec_config.py). TensorFlow's C++ side reads the numbers
+# as unknown fields of OptimizerOptions and leaves them alone.
+DEEPREC_OPTIMIZER_OPTIONS = (
+    ScalarField("do_op_fusion", 7, "bool"),
+    ScalarField("micro_batch_num", 9, "int32"),
+    ScalarField("do_smart_stage", 10, "bool"),
+    ScalarField("do_smart_stage_gpu", 11, "bool"),
+    ScalarField("do_async_embedding", 12, "bool"),
+    ScalarField("embedding_layer_device_placement_optimization", 14, "bool"),
+    ScalarField("stage_multi_stream", 15, "bool"),
+)
+
+
+@dataclass(frozen=True)
 class BuildPlan:
     input_filename: str
     input_sha256: str
@@ -164,6 +190,11 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
         _check_scripts(recipe, lock)
         steps.append(VendorDependencies(lock, DEPS_DIR, recipe.deps.private_names))
         drop_requirements = {str(canonicalize_name(r.name)) for r in vendored_requirements(wheel, recipe.deps.leave, recipe.api_requirements)}
+    if recipe.feature("deeprec_api") == "1":
+        if wheel.archive.member(CONFIG_MODULE) is None:
+            raise TargetMismatchError(f"{wheel.path}: no {CONFIG_MODULE}, which [features] deeprec_api extends with "
+                                      "DeepRec's ConfigProto fields", hint="set deeprec_api = false for this input")
+        steps.append(ExtendProto(CONFIG_MODULE, "tensorflow.OptimizerOptions", DEEPREC_OPTIMIZER_OPTIONS))
     entry_points = f"{wheel.dist_info}/entry_points.txt"
     init_name = f"{PACKAGE}/__init__.py"
     patched: set[str] = set()
@@ -193,6 +224,10 @@ def make_plan(inspection: Inspection, recipe: Recipe, input_sha256: str, tool_ve
     ]
     if drop_requirements:
         changes.append(f"Requires-Dist: removed the {len(drop_requirements)} vendored requirements")
+    for step in steps:
+        if isinstance(step, ExtendProto):
+            changes.append(f"{step.member}: {step.message} gains DeepRec's "
+                           f"{', '.join(f.name for f in step.fields)}")
     members: list[CopyMember | NewMember] = []
     replaced = {f"{wheel.dist_info}/{leaf}" for leaf in ("METADATA", "WHEEL", "RECORD", *_SIGNATURES)} | patched
     for member in wheel.archive.members:

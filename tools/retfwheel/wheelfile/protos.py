@@ -111,6 +111,84 @@ def move_proto(source: str, path: str, parent: str, files: Collection[str], symb
     return _apply(source, edits)
 
 
+@dataclass(frozen=True)
+class ScalarField:
+    """An optional scalar field to add to a message: bool or int32, proto3 (no presence, default false / 0)."""
+
+    name: str
+    number: int
+    kind: str  # "bool" or "int32"
+
+
+# descriptor.proto's FieldDescriptorProto.Type and Python's FieldDescriptor.CPPTYPE_* of each kind
+_SCALARS = {"bool": (8, 7, "False"), "int32": (5, 1, "0")}
+
+
+def add_fields(source: str, path: str, message: str, fields: tuple[ScalarField, ...]) -> str:
+    """``source`` (the generated module ``path``) with ``fields`` added to the message ``message`` (a full name): in
+    the serialized descriptor, with every span recomputed, and as the module's Python field descriptors. A message
+    another build extended, or a field number or name it already has, is refused."""
+    descriptor, node, tree = _file_descriptor(source, path)
+    original = _Walk(lambda name: name, lambda kind, name: name)
+    original.file(descriptor)
+    if _declared_spans(tree) != _protoc_spans(descriptor, original.spans):
+        raise ProtoError(f"{path}: the serialized descriptor's spans do not match the module's; "
+                         "regenerate it with protoc 3.19 or earlier")
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and _called(c) == "Descriptor"
+             and getattr(_keyword_or_none(c, "full_name"), "value", None) == message]
+    listed = _keyword_or_none(calls[0], "fields") if calls else None
+    if not isinstance(listed, ast.List) or not listed.elts:
+        raise ProtoError(f"{path}: no message {message} with a fields=[...] list")
+    known = {(getattr(_keyword_or_none(f, "name"), "value", None), getattr(_keyword_or_none(f, "number"), "value", None))
+             for f in listed.elts if isinstance(f, ast.Call)}
+    clash = [f.name for f in fields if any(f.name == name or f.number == number for name, number in known)]
+    if clash:
+        raise ProtoError(f"{path}: {message} already has a field named or numbered as {', '.join(clash)}")
+
+    extra = b"".join(_length_delimited(_MESSAGE["fields"], _field_proto(f)) for f in fields)
+
+    class Extending(_Walk):
+        def message(self, data: bytes, scope: str) -> _Encoded:
+            encoded, spans = super().message(data, scope)
+            if spans[0][0] != message:
+                return encoded, spans
+            return encoded + extra, [(message, 0, len(encoded) + len(extra)), *spans[1:]]
+
+    walk = Extending(lambda name: name, lambda kind, name: name)
+    data = walk.file(descriptor)
+    spans = _protoc_spans(data, walk.spans)
+    edits: list[tuple[ast.expr, str]] = [(_keyword(node, "serialized_pb"), repr(data))]
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and _called(call) in _KINDS:
+            start, end = spans[_keyword(call, "full_name").value]  # type: ignore[attr-defined]
+            edits += [(_keyword(call, "serialized_start"), str(start)), (_keyword(call, "serialized_end"), str(end))]
+    last = listed.elts[-1]
+    indent = " " * last.col_offset
+    added = "".join(
+        f",\n{indent}_descriptor.FieldDescriptor(name={f.name!r}, full_name={message + '.' + f.name!r}, "
+        f"index={len(listed.elts) + i}, number={f.number}, type={_SCALARS[f.kind][0]}, cpp_type={_SCALARS[f.kind][1]}, "
+        f"label=1, has_default_value=False, default_value={_SCALARS[f.kind][2]}, message_type=None, enum_type=None, "
+        "containing_type=None, is_extension=False, extension_scope=None, serialized_options=None, file=DESCRIPTOR)"
+        for i, f in enumerate(fields))
+    edits.append((last, ast.get_source_segment(source, last) + added))  # type: ignore[operator]
+    return _apply(source, edits)
+
+
+def _field_proto(field: ScalarField) -> bytes:
+    """A FieldDescriptorProto: name, number, LABEL_OPTIONAL, type, json_name (as protoc writes it)."""
+    json_name = "".join(part.capitalize() if i else part for i, part in enumerate(field.name.split("_")))
+    return (_length_delimited(1, field.name.encode()) + _varint_field(3, field.number) + _varint_field(4, 1)
+            + _varint_field(5, _SCALARS[field.kind][0]) + _length_delimited(10, json_name.encode()))
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    return _put_varint(number << 3 | 2) + _put_varint(len(payload)) + payload
+
+
+def _varint_field(number: int, value: int) -> bytes:
+    return _put_varint(number << 3) + _put_varint(value)
+
+
 def _protoc_spans(data: bytes, spans) -> dict[str, tuple[int, int]]:
     """{full name: span} as protoc writes them: the first place the descriptor's bytes occur in the file's (so two
     byte-identical nested messages, like two ``map<string, AttrValue>`` entries, share the first one's span)."""

@@ -102,6 +102,36 @@ def _deeprec_api(namespace, v1):
         namespace[name] = getattr(embedding_variable, name)
     for api in (namespace, vars(v1), vars(v1.compat.v1)):
         api["staged"], api["make_prefetch_hook"] = prefetch.staged, prefetch.make_prefetch_hook
+    _refuse_micro_batches()
+
+
+MICRO_BATCH_MESSAGE = (
+    "ConfigProto.graph_options.optimizer_options.micro_batch_num = %d asks for DeepRec's micro-batching (each step's "
+    "batch split in %d, their gradients summed), which this TensorFlow does not provide; a step here computes the whole "
+    "batch at once.\nFix: leave micro_batch_num at 0 or 1 (drop --micro_batch from a DeepRec model-zoo command line)")
+
+
+def _refuse_micro_batches():
+    """DeepRec's ConfigProto fields (the build adds them to OptimizerOptions) are accepted and change nothing here but
+    micro_batch_num, which would change what a step computes: a session given more than one refuses to start."""
+    import functools
+
+    from tensorflow.python.client import session
+
+    original = session.BaseSession.__init__
+    if getattr(original, "retf_deeprec_config", False):
+        return
+
+    @functools.wraps(original)
+    def __init__(self, target="", graph=None, config=None):
+        options = config.graph_options.optimizer_options if config is not None else None
+        batches = getattr(options, "micro_batch_num", 0)
+        if batches > 1:
+            raise ValueError(MICRO_BATCH_MESSAGE % (batches, batches))
+        original(self, target, graph, config)
+
+    __init__.retf_deeprec_config = True
+    session.BaseSession.__init__ = __init__
 
 
 # Keras (private, 2.x) warns on every call of the TF 1.x layer API that TF 1.15 offered without a
