@@ -127,6 +127,7 @@ def _refuse_micro_batches():
         options = config.graph_options.optimizer_options if config is not None else None
         batches = getattr(options, "micro_batch_num", 0)
         if batches > 1:
+            self._session = None  # what BaseSession.__del__ reads of a session that never started
             raise ValueError(MICRO_BATCH_MESSAGE % (batches, batches))
         original(self, target, graph, config)
 
