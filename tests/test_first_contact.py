@@ -81,12 +81,25 @@ def site_packages(venv: Path) -> Path:
 PIPS = ["9.0.1", "18.1", "20.0.2", "21.3.1"]
 
 
+@pytest.fixture(scope="module")
+def pip_installs(v1_wheel, tmp_path_factory):
+    """pip -> (the venv, its `pip install WHEEL`'s output): each pip's environment made and the wheel installed by
+    it, two at a time (pip runs on one core), all begun when the first test asks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def install(pip: str, folder: Path) -> tuple[Path, subprocess.CompletedProcess]:
+        venv = environment(V1, folder, pip)
+        assert pip_version(venv) == pip
+        return venv, python(venv, "-m", "pip", "install", str(v1_wheel))  # the user's own command, nothing more
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {pip: pool.submit(install, pip, tmp_path_factory.mktemp(f"pip-{pip}")) for pip in PIPS}
+
+
 @pytest.mark.parametrize("pip", PIPS)
-def test_the_users_pip_installs_the_wheel_and_pandas_first_trains(v1_wheel, pip, tmp_path):
+def test_the_users_pip_installs_the_wheel_and_pandas_first_trains(v1_wheel, pip_installs, pip):
     recipe, wheel = V1, v1_wheel
-    venv = environment(recipe, tmp_path, pip)
-    assert pip_version(venv) == pip
-    install = python(venv, "-m", "pip", "install", str(wheel))  # the user's own command, nothing more
+    venv, install = pip_installs[pip].result()
     assert "Successfully installed tensorflow-2.6.2" in install.stdout, install.stdout[-2000:]
     site = site_packages(venv)
     assert [p.name for p in site.glob("tensorflow-*.dist-info")] == [wheel.name.split("-cp36")[0] + ".dist-info"]

@@ -2,7 +2,7 @@
 
 Each program in tests/programs/ is run twice: by TensorFlow 1.15.5 in the recipe's old environment
 (the reference) and by the wheel built from recipes/emulated-py36-tf1api.toml, installed into a copy
-of that environment. Both runs use the same seeds, data and one thread, so they compute the same
+of that environment, both at once. Both runs use the same seeds, data and one thread, so they compute the same
 thing; they still differ in the last bits, because 2.6.2 and 1.15.5 build and fuse some kernels
 differently (matmul, reductions). On this machine the largest relative difference of any loss was
 4.5e-7 (embedding_adam, whose sparse Adam runs through retf's fused kernel on the wheel; 2.1e-7
@@ -19,6 +19,7 @@ import math
 import os
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -40,20 +41,28 @@ def retfwheel(*args: object) -> subprocess.CompletedProcess:
     return run_bounded([sys.executable, "-m", "retfwheel", *args], PROGRAM_TIMEOUT, cwd=REPO, env=env)
 
 
+# Two programs at once: each runs on one thread (the programs' own ConfigProto), and this machine has two cores.
+_PROGRAMS = ThreadPoolExecutor(max_workers=2)
+
+
 class Runner:
     """Runs programs on one side, each (program, arguments) once per session, in a work dir of its own."""
 
     def __init__(self, recipe: Path, venv: Path | None, folder: Path):
         self.recipe, self.venv, self.folder = recipe, venv, folder
-        self.results: dict[tuple, dict] = {}
+        self.results: dict[tuple, Future] = {}
         self.work_dirs: dict[tuple, Path] = {}
 
     def __call__(self, name: str, *args: str) -> dict:
+        return self.start(name, *args).result()
+
+    def start(self, name: str, *args: str) -> Future:
+        """The program's run, begun now if it has not been (the result: ``.result()``)."""
         key = (name,) + args
         if key not in self.results:
             work = self.work_dirs[key] = self.folder / f"{name}-{len(self.work_dirs)}"
             work.mkdir()
-            self.results[key] = self._run(name, work, args)
+            self.results[key] = _PROGRAMS.submit(self._run, name, work, args)
         return self.results[key]
 
     def work_dir(self, name: str, *args: str) -> Path:
@@ -87,6 +96,25 @@ def wheel_2_11(verified_builds, tmp_path_factory) -> Runner:
     return Runner(REPO / "recipes" / "emulated-py37-tf1api.toml", venv, tmp_path_factory.mktemp("tf1api-2.11"))
 
 
+def results(*runs: Future) -> list[dict]:
+    """The results of runs begun together (each reads only what the other sides wrote before)."""
+    return [run.result() for run in runs]
+
+
+def crossed(reference: Runner, produced: Runner, *program: str) -> list[dict]:
+    """Each side resuming from the checkpoint the other's run of ``program`` wrote, both at once: [the produced side's,
+    the reference side's]."""
+    return results(produced.start(*program, str(reference.work_dir(*program))),
+                   reference.start(*program, str(produced.work_dir(*program))))
+
+
+def pair(reference: Runner, produced: Runner, *program: str) -> tuple[dict, dict]:
+    """``program`` run on both sides at once: (the reference side's result, the produced side's)."""
+    first = reference.start(*program)
+    second = produced.start(*program)
+    return first.result(), second.result()
+
+
 def assert_same_training(reference: dict, produced: dict, metrics: tuple[str, ...] = (), exact: tuple[str, ...] = ()):
     problems = training_differences(reference["losses"], produced["losses"])
     for name in metrics:
@@ -99,7 +127,7 @@ def assert_same_training(reference: dict, produced: dict, metrics: tuple[str, ..
 
 
 def test_placeholders_dense_layers_adam_and_v1_graph(tf115, wheel):
-    reference, produced = tf115("dense_adam"), wheel("dense_adam")
+    reference, produced = pair(tf115, wheel, "dense_adam")
     assert_same_training(reference, produced, metrics=("accuracy",),
                          exact=("examples_seen", "global_step", "triangle"))
     for result in (reference, produced):
@@ -110,26 +138,26 @@ def test_placeholders_dense_layers_adam_and_v1_graph(tf115, wheel):
 
 def test_a_script_that_imports_pandas_first_trains_as_on_tf_1_15(tf115, wheel):
     """pandas' C++ extensions map the system's old libstdc++ before tensorflow loads; the wheel runs on it."""
-    reference, produced = tf115("pandas_first"), wheel("pandas_first")
+    reference, produced = pair(tf115, wheel, "pandas_first")
     assert produced["pandas"] == reference["pandas"] == "1.1.5"
     assert not training_differences(reference["losses"], produced["losses"])
     assert produced["losses"][-1] < produced["losses"][0]
 
 
 def test_feature_columns_with_adagrad_and_auc(tf115, wheel):
-    reference, produced = tf115("feature_columns_adagrad"), wheel("feature_columns_adagrad")
+    reference, produced = pair(tf115, wheel, "feature_columns_adagrad")
     assert_same_training(reference, produced, metrics=("auc",), exact=("trainable_variables",))
     assert produced["auc"] > 0.8
 
 
 def test_csv_dataset_reinitializable_iterator(tf115, wheel):
-    reference, produced = tf115("csv_input"), wheel("csv_input")
+    reference, produced = pair(tf115, wheel, "csv_input")
     assert_same_training(reference, produced, metrics=("auc", "accuracy"), exact=("steps_per_epoch",))
     assert produced["steps_per_epoch"] == [10, 10, 10]
 
 
 def test_saver_restores_what_it_saved_and_training_resumes(tf115, wheel):
-    reference, produced = tf115("saver_restore"), wheel("saver_restore")
+    reference, produced = pair(tf115, wheel, "saver_restore")
     assert_same_training(reference, produced, exact=("checkpoint", "checkpoint_variables"))
     assert produced["restored_equal"] and produced["resumed_equal"] and produced["saved_is_latest"]
     assert reference["restored_equal"] and reference["resumed_equal"]
@@ -144,14 +172,14 @@ def test_checkpoint_written_by_tf115_restores_and_resumes(tf115, wheel):
 
 
 def test_summaries_are_written_and_read_back(tf115, wheel):
-    reference, produced = tf115("summaries"), wheel("summaries")
+    reference, produced = pair(tf115, wheel, "summaries")
     assert_same_training(reference, produced, exact=("summary_events", "scalars", "histograms"))
     assert produced["scalars"] == {"loss": 25, "bias_value": 25} and produced["histograms"] == 25
     assert produced["graph_written"] and produced["logged_losses_match"]
 
 
 def test_adam_updates_sparse_gradients_densely_as_tf1(tf115, wheel):
-    reference, produced = tf115("embedding_adam"), wheel("embedding_adam")
+    reference, produced = pair(tf115, wheel, "embedding_adam")
     assert_same_training(reference, produced, metrics=("absent_row_moved",))
     assert produced["absent_row_moved"] > 1e-3, "a row absent from the batch did not move: lazy Adam semantics"
 
@@ -166,14 +194,14 @@ def test_tolerance_rejects_lazy_adam(tf115):
 def test_dien_style_attention_gru_built_on_contrib_linear(tf115, wheel):
     """`from tensorflow.contrib.rnn.python.ops.core_rnn_cell import _Linear` imports, names its variables as TF 1.15
     does (kernel, bias) and trains the same."""
-    reference, produced = tf115("attention_gru"), wheel("attention_gru")
+    reference, produced = pair(tf115, wheel, "attention_gru")
     assert "interest_evolution/rnn/attention_gru_cell/gates/kernel [20, 24]" in produced["variables"]
     assert_same_training(reference, produced, exact=("variables",))
 
 
 def test_contrib_lazy_adam_runs_unchanged_and_trains_as_on_tf_1_15(tf115, wheel):
     """tf.contrib.opt.LazyAdamOptimizer, unchanged: retf's fused lazy kernel on the wheel, TF 1.15.5's own there."""
-    reference, produced = tf115("embedding_adam", "lazyadam"), wheel("embedding_adam", "lazyadam")
+    reference, produced = pair(tf115, wheel, "embedding_adam", "lazyadam")
     assert produced["absent_row_moved"] == reference["absent_row_moved"] == 0.0  # lazy: an absent row stays put
     assert_same_training(reference, produced)
 
@@ -181,7 +209,7 @@ def test_contrib_lazy_adam_runs_unchanged_and_trains_as_on_tf_1_15(tf115, wheel)
 def test_contrib_data_summary_and_distribute_as_tf_1_15_used_them(tf115, wheel):
     """tf.contrib.data's parallel_interleave, ignore_errors and map_and_batch; a graph-mode tf.contrib.summary writer;
     an Estimator on tf.contrib.distribute.MirroredStrategy: the same batches, events and trained weights."""
-    reference, produced = tf115("contrib_pipelines"), wheel("contrib_pipelines")
+    reference, produced = pair(tf115, wheel, "contrib_pipelines")
     assert produced["batches"] == reference["batches"] == [[0.0, 20.0, 2.0, 22.0], [6.0, 26.0, 8.0, 28.0],
                                                            [40.0, 42.0, 46.0, 48.0]]
     assert produced["summary_events"] == reference["summary_events"]
@@ -197,7 +225,7 @@ RESUMED_STEPS = 10  # tests/programs/checkpoints.py AFTER
 @pytest.mark.parametrize("model", CONTRIB_MODELS)
 def test_contrib_model_trains_as_on_tf_1_15(tf115, wheel, model):
     """The program, unchanged, builds the same variables and trains the same on both sides."""
-    reference, produced = tf115("contrib_models", model), wheel("contrib_models", model)
+    reference, produced = pair(tf115, wheel, "contrib_models", model)
     assert_same_training(reference, produced, exact=("variables", "checkpoint_variables"))
     assert produced["resumed_equal"] and produced["restored_equal"]
     if model == "deepfm_bn":  # batch_norm's moving averages run as UPDATE_OPS; the regularizer adds its losses
@@ -213,9 +241,8 @@ def test_contrib_model_trains_as_on_tf_1_15(tf115, wheel, model):
 def test_contrib_model_checkpoints_cross_both_ways(tf115, wheel, model):
     """TF 1.15.5's checkpoint resumes on the wheel, and the wheel's on TF 1.15.5 (a rollback), every variable and
     slot restored by name and the losses continuing as on the side that wrote it."""
-    reference, produced = tf115("contrib_models", model), wheel("contrib_models", model)
-    forward = wheel("contrib_models", model, str(tf115.work_dir("contrib_models", model)))
-    back = tf115("contrib_models", model, str(wheel.work_dir("contrib_models", model)))
+    reference, produced = pair(tf115, wheel, "contrib_models", model)
+    forward, back = crossed(tf115, wheel, "contrib_models", model)
     for resumed, writer in ((forward, reference), (back, produced)):
         assert resumed["restored_equal"]
         assert_same_training({"losses": writer["losses"][-RESUMED_STEPS:]}, {"losses": resumed["resumed_losses"]})
@@ -224,13 +251,12 @@ def test_contrib_model_checkpoints_cross_both_ways(tf115, wheel, model):
 def test_estimator_with_contrib_head_trains_evaluates_and_resumes_both_ways(tf115, wheel):
     """tf.contrib.estimator.binary_classification_head in an Estimator model_fn: the same losses and metrics, and
     each side continues from the other's model_dir."""
-    reference, produced = tf115("estimator_head"), wheel("estimator_head")
+    reference, produced = pair(tf115, wheel, "estimator_head")
     assert_same_training(reference, produced)
     for key in ("loss", "auc", "accuracy"):
         assert produced["evaluation"][key] == pytest.approx(reference["evaluation"][key], abs=METRIC_ATOL)
     assert produced["evaluation"]["global_step"] == 20 and produced["resumed_evaluation"]["global_step"] == 30
-    forward = wheel("estimator_head", str(tf115.work_dir("estimator_head")))
-    back = tf115("estimator_head", str(wheel.work_dir("estimator_head")))
+    forward, back = crossed(tf115, wheel, "estimator_head")
     for resumed, writer in ((forward, reference), (back, produced)):
         assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
         assert resumed["resumed_evaluation"]["auc"] == pytest.approx(writer["resumed_evaluation"]["auc"], abs=METRIC_ATOL)
@@ -240,7 +266,7 @@ def test_bert_classifier_on_tpu_estimator_without_a_tpu_trains_and_resumes_both_
     """run_classifier.py's way: tf.contrib.tpu.TPUEstimator (use_tpu=False), RunConfig, TPUConfig and
     InputPipelineConfig, BERT's variable names, an AdamWeightDecay optimizer, eval_metrics and predict: the same
     losses, evaluation and probabilities, and each side continues from the other's model_dir."""
-    reference, produced = tf115("bert_classifier"), wheel("bert_classifier")
+    reference, produced = pair(tf115, wheel, "bert_classifier")
     assert produced["estimator"] == reference["estimator"] == "TPUEstimator"
     assert_same_training(reference, produced, exact=("variables",))
     assert "bert/encoder/layer_0/attention/self/query/kernel [16, 16]" in produced["variables"]
@@ -249,8 +275,7 @@ def test_bert_classifier_on_tpu_estimator_without_a_tpu_trains_and_resumes_both_
         assert produced["evaluation"][key] == pytest.approx(reference["evaluation"][key], abs=METRIC_ATOL)
     flat = [[p for row in side["predictions"] for p in row] for side in (reference, produced)]
     assert flat[1] == pytest.approx(flat[0], abs=1e-6)
-    forward = wheel("bert_classifier", str(tf115.work_dir("bert_classifier")))
-    back = tf115("bert_classifier", str(wheel.work_dir("bert_classifier")))
+    forward, back = crossed(tf115, wheel, "bert_classifier")
     for resumed, writer in ((forward, reference), (back, produced)):
         assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
         assert resumed["resumed_evaluation"]["global_step"] == 18.0
@@ -259,7 +284,7 @@ def test_bert_classifier_on_tpu_estimator_without_a_tpu_trains_and_resumes_both_
 def test_hparams_drive_training_and_answer_as_on_tf_1_15(tf115, wheel):
     """tf.contrib.training.HParams parsed from a string drives a tf.contrib.layers model with tf.contrib.lookup and
     tf.contrib.metrics.streaming_auc; HParams' answers and errors for 20 usual calls are TF 1.15.5's, word for word."""
-    reference, produced = tf115("hparams_training"), wheel("hparams_training")
+    reference, produced = pair(tf115, wheel, "hparams_training")
     assert_same_training(reference, produced, metrics=("auc",), exact=("variables", "behaviours"))
     assert produced["behaviours"]["parse_float_as_int"][0] == "ValueError"
 
@@ -267,13 +292,12 @@ def test_hparams_drive_training_and_answer_as_on_tf_1_15(tf115, wheel):
 def test_bilstm_crf_tagger_trains_decodes_and_resumes_both_ways(tf115, wheel):
     """tf.contrib.crf (written here) over a BiLSTM: TF 1.15.5's losses and "transitions" variable, the same tags from
     crf_decode and viterbi_decode, and each side's checkpoint resumes on the other."""
-    reference, produced = tf115("bilstm_crf"), wheel("bilstm_crf")
+    reference, produced = pair(tf115, wheel, "bilstm_crf")
     assert_same_training(reference, produced, exact=("variables", "decoded", "viterbi"))
     assert "crf/transitions [5, 5]" in produced["variables"] and produced["decoded"] == produced["viterbi"]
     assert produced["best_scores"] == pytest.approx(reference["best_scores"], rel=1e-5)
     assert [len(tags) for tags in produced["decoded"]] == produced["lengths"]  # padded rows cut at their lengths
-    forward = wheel("bilstm_crf", str(tf115.work_dir("bilstm_crf")))
-    back = tf115("bilstm_crf", str(wheel.work_dir("bilstm_crf")))
+    forward, back = crossed(tf115, wheel, "bilstm_crf")
     for resumed, writer in ((forward, reference), (back, produced)):
         assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
 
@@ -286,7 +310,7 @@ def test_attention_seq2seq_trains_decodes_and_resumes_as_on_tf_1_15(tf115, wheel
     penalties for Luong) gives the same beams, parents, lengths and scores, its alignment history reordered the same
     way, and gather_tree answers hand-made beams as TF 1.15's kernel; Bahdanau's checkpoints resume on the other
     side, both ways."""
-    reference, produced = tf115("attention_seq2seq", mechanism), wheel("attention_seq2seq", mechanism)
+    reference, produced = pair(tf115, wheel, "attention_seq2seq", mechanism)
     assert_same_training(reference, produced, exact=("variables", "decoded", "decoded_lengths", "beam_ids",
                                                      "beam_parents", "beam_lengths", "gather_tree"))
     assert produced["beam_scores"] == pytest.approx(reference["beam_scores"], rel=1e-5)
@@ -301,8 +325,7 @@ def test_attention_seq2seq_trains_decodes_and_resumes_as_on_tf_1_15(tf115, wheel
     assert scope + "attention_layer/kernel [32, 16]" in produced["variables"]
     assert produced["alignment_sums"] == pytest.approx(reference["alignment_sums"], abs=1e-5)
     if mechanism == "bahdanau":
-        forward = wheel("attention_seq2seq", mechanism, str(tf115.work_dir("attention_seq2seq", mechanism)))
-        back = tf115("attention_seq2seq", mechanism, str(wheel.work_dir("attention_seq2seq", mechanism)))
+        forward, back = crossed(tf115, wheel, "attention_seq2seq", mechanism)
         for resumed, writer in ((forward, reference), (back, produced)):
             assert_same_training({"losses": writer["resumed_losses"]}, {"losses": resumed["resumed_losses"]})
 
@@ -312,7 +335,7 @@ def test_legacy_seq2seq_trains_decodes_and_resumes_both_ways(tf115, wheel):
     projection, sampled softmax, greedy decoding), char-rnn's rnn_decoder and sequence_loss_by_example, and every
     other function, feed_previous a tensor too, make TF 1.15.5's variables, losses and ids; each side's checkpoint
     resumes on the other."""
-    reference, produced = tf115("legacy_seq2seq"), wheel("legacy_seq2seq")
+    reference, produced = pair(tf115, wheel, "legacy_seq2seq")
     assert_same_training(reference, produced, exact=("variables", "decoded", "sampled", "others_decoded"))
     for key in ("lm_losses", "resumed_losses", "resumed_lm_losses"):
         assert_same_training({"losses": reference[key]}, {"losses": produced[key]})
@@ -333,8 +356,7 @@ def test_legacy_seq2seq_trains_decodes_and_resumes_both_ways(tf115, wheel):
                  "others/one2many_rnn_seq2seq/one2many_decoder_b/embedding_rnn_decoder/rnn_decoder/"
                  "output_projection_wrapper/kernel [8, 8]"):
         assert name in produced["variables"]
-    forward = wheel("legacy_seq2seq", str(tf115.work_dir("legacy_seq2seq")))
-    back = tf115("legacy_seq2seq", str(wheel.work_dir("legacy_seq2seq")))
+    forward, back = crossed(tf115, wheel, "legacy_seq2seq")
     for resumed, writer in ((forward, reference), (back, produced)):
         for key in ("resumed_losses", "resumed_lm_losses"):
             assert_same_training({"losses": writer[key]}, {"losses": resumed[key]})
@@ -371,16 +393,16 @@ def test_bench_model_checkpoints_cross_both_ways(tf115, wheel, criteo_csv, model
     sides: on an AMD EPYC without AVX-512, DLRM's losses with retf's transposed product left TF 1.15.5's by 1.7e-5
     relative from the third step after the save (bit for bit with RETF_FUSED_MATMUL_GRAD=0)."""
     monkeypatch.setenv("RETF_FUSED_MATMUL_GRAD", "0")
-    trained = {}
-    for side in (tf115, wheel):
+    def train(side: Runner) -> tuple[Path, dict]:
         folder = side.folder / f"bench-{model}"
-        trained[side.recipe] = (folder, bench_model(side, model, criteo_csv, "--steps", TIMED,
-                                                    "--save", folder, "--save-at", SAVED_AT))
-    (reference_dir, reference), (produced_dir, produced) = trained[tf115.recipe], trained[wheel.recipe]
+        return folder, bench_model(side, model, criteo_csv, "--steps", TIMED, "--save", folder, "--save-at", SAVED_AT)
+
+    (reference_dir, reference), (produced_dir, produced) = _PROGRAMS.map(train, (tf115, wheel))
     assert_same_training(reference, produced)
     assert "retf fused" in produced["optimizer"] and "retf" not in reference["optimizer"]
-    forward = bench_model(wheel, model, criteo_csv, "--steps", TIMED - SAVED_AT, "--restore", reference_dir)
-    back = bench_model(tf115, model, criteo_csv, "--steps", TIMED - SAVED_AT, "--restore", produced_dir)
+    forward, back = _PROGRAMS.map(lambda side, saved: bench_model(side, model, criteo_csv, "--steps", TIMED - SAVED_AT,
+                                                                  "--restore", saved),
+                                  (wheel, tf115), (reference_dir, produced_dir))
     for resumed, writer in ((forward, reference), (back, produced)):
         assert_same_training({"losses": writer["losses"][SAVED_AT:]}, resumed)
 
@@ -442,7 +464,7 @@ def test_op_seeded_randomness_is_tf_1_15s_and_graph_seeded_is_not(tf115, wheel):
     op seed from the graph seed and the id of the last op built (40 constants and the op's own inputs here: 43);
     TensorFlow 2.x counts the ops that asked for a seed instead (the first gets 0), so the values differ
     (bench/MODELS.md, "Same seeds, different AUC")."""
-    reference, produced = tf115("random_seeds"), wheel("random_seeds")
+    reference, produced = pair(tf115, wheel, "random_seeds")
     assert produced["op_seeded"] == reference["op_seeded"]
     assert reference["derived_op_seed"] > 40 and produced["derived_op_seed"] == 0
     assert all(a != b for a, b in zip(produced["graph_seeded"], reference["graph_seeded"]))
@@ -451,7 +473,7 @@ def test_op_seeded_randomness_is_tf_1_15s_and_graph_seeded_is_not(tf115, wheel):
 def test_keras_layer_running_dynamic_rnn_over_a_legacy_cell(tf115, wheel):
     """A tensorflow.python.keras Layer whose call runs tf.nn.dynamic_rnn over tf.nn.rnn_cell.GRUCell (DeepCTR's DIEN
     pattern) builds, fits and saves as on TF 1.15.5: the wheel's two Keras copies act as TF 1.15's one."""
-    reference, produced = tf115("keras_rnn_layer"), wheel("keras_rnn_layer")
+    reference, produced = pair(tf115, wheel, "keras_rnn_layer")
     assert_same_training(reference, produced, exact=("output_shape", "layers", "saved_weights"))
     assert produced["saved_weights"] == 6  # the cell's gate and candidate kernels and biases, Dense's kernel and bias
 
@@ -504,7 +526,7 @@ ON_2_11 = [("dense_adam",), ("feature_columns_adagrad",), ("embedding_adam",), (
 
 @pytest.mark.parametrize("program", ON_2_11, ids=["-".join(p) for p in ON_2_11])
 def test_tf1_programs_train_on_tensorflow_2_11_as_on_tf_1_15(tf115, wheel_2_11, program):
-    reference, produced = tf115(*program), wheel_2_11(*program)
+    reference, produced = pair(tf115, wheel_2_11, *program)
     assert_same_training(reference, produced)
 
 
