@@ -191,6 +191,32 @@ with entry_lock(Path({str(entry)!r})):
     assert holder.stdout.split() == ["nested", "outer"], holder.stderr
 
 
+def test_another_thread_waits_for_the_lock_and_each_nests_its_own(tmp_path):
+    """Threads of one process (a test's pool making two environments at once) exclude each other like processes."""
+    import threading
+    import time
+
+    from retfwheel.cache import entry_lock
+
+    entry = tmp_path / "environments" / "emulated-py36"
+    order: list[str] = []
+    first_holds = threading.Event()
+
+    def second() -> None:
+        first_holds.wait(10)
+        with entry_lock(entry), entry_lock(entry):
+            order.append("second")
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with entry_lock(entry):
+        first_holds.set()
+        time.sleep(0.5)  # the other thread is at its lock by now, and must still be waiting
+        order.append("first")
+    thread.join(10)
+    assert order == ["first", "second"]
+
+
 def test_a_second_process_waits_for_the_entry_it_would_make(tmp_path):
     entry = tmp_path / "venvs" / "python3.6"
     holder = subprocess.Popen([sys.executable, "-c", f"""

@@ -48,6 +48,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,32 +79,34 @@ def ensure_writable(root: Path) -> Path:
     return root
 
 
-_HELD: dict[Path, int] = {}  # locks this process holds, by lock file: taking one again nests, never waits
+_HELD: dict[tuple[Path, int], int] = {}  # locks held, by lock file and thread: taking one again nests, never waits
 
 
 @contextmanager
 def entry_lock(entry: Path) -> Iterator[None]:
     """Hold the lock of the cache entry ``entry`` (a file or folder, which need not exist yet).
 
-    Re-entrant within a process (code holding an entry's lock may call code that takes it again): flock
-    would make a second open of the lock file in the same process wait for the first forever.
+    Re-entrant within a thread (code holding an entry's lock may call code that takes it again): flock
+    would make a second open of the lock file wait for the first forever. Another thread, like another process,
+    opens the file again and waits.
     """
     entry.parent.mkdir(parents=True, exist_ok=True)
     lock = (entry.parent / f".{entry.name}.lock").resolve()
-    if lock in _HELD:
-        _HELD[lock] += 1
+    held = (lock, threading.get_ident())
+    if held in _HELD:
+        _HELD[held] += 1
         try:
             yield
         finally:
-            _HELD[lock] -= 1
+            _HELD[held] -= 1
         return
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _HELD[lock] = 1
+        _HELD[held] = 1
         yield
     finally:
-        _HELD.pop(lock, None)
+        _HELD.pop(held, None)
         os.close(fd)
 
 
