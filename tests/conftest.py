@@ -312,7 +312,11 @@ class VerifiedBuilds:
 
         wheel = self.built(recipe, requirement, folder / "out")
         run = run_cli("verify", wheel, "--recipe", recipe, "--json", "--keep-env", folder / "env")
-        return run.returncode, json.loads(run.stdout), folder / "env" / "venv"
+        try:
+            report = json.loads(run.stdout)
+        except ValueError:
+            pytest.fail(f"verify of {wheel} printed no report (exit {run.returncode}):\n{run.stderr[-3000:]}")
+        return run.returncode, report, folder / "env" / "venv"
 
 
 @pytest.fixture(scope="session")

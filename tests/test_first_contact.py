@@ -82,10 +82,13 @@ PIPS = ["9.0.1", "18.1", "20.0.2", "21.3.1"]
 
 
 @pytest.fixture(scope="module")
-def pip_installs(v1_wheel, tmp_path_factory):
-    """pip -> (the venv, its `pip install WHEEL`'s output): each pip's environment made and the wheel installed by
-    it, two at a time (pip runs on one core), all begun when the first test asks."""
+def pip_installs(request, v1_wheel, tmp_path_factory):
+    """pip -> (the venv, its `pip install WHEEL`'s output): each selected pip's environment made and the wheel
+    installed by it, two at a time (pip runs on one core), all begun when the first test asks."""
     from concurrent.futures import ThreadPoolExecutor
+
+    selected = {item.callspec.params.get("pip") for item in request.session.items
+                if item.originalname == "test_the_users_pip_installs_the_wheel_and_pandas_first_trains"}
 
     def install(pip: str, folder: Path) -> tuple[Path, subprocess.CompletedProcess]:
         venv = environment(V1, folder, pip)
@@ -93,7 +96,7 @@ def pip_installs(v1_wheel, tmp_path_factory):
         return venv, python(venv, "-m", "pip", "install", str(v1_wheel))  # the user's own command, nothing more
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {pip: pool.submit(install, pip, tmp_path_factory.mktemp(f"pip-{pip}")) for pip in PIPS}
+        yield {pip: pool.submit(install, pip, tmp_path_factory.mktemp(f"pip-{pip}")) for pip in PIPS if pip in selected}
 
 
 @pytest.mark.parametrize("pip", PIPS)
