@@ -30,7 +30,8 @@ def ops_python(request) -> str:
 def test_every_check_class_is_collected():
     assert {"SparseApplyAdamTest", "EmbeddingLookupSparseTest", "V1OptimizerTest", "KerasOptimizerTest",
             "ThreadingTest", "LoaderTest", "SparseApplyAdagradTest", "SparseApplyFtrlTest", "SparseApplyAdagradDecayTest",
-            "SparseApplyAdamAsyncTest", "FusedV1OptimizersTest", "DeepRecOptimizersTest", "EmbeddingVariableTest", "StagedTest"} <= set(op_check_classes())
+            "SparseApplyAdamAsyncTest", "FusedV1OptimizersTest", "DeepRecOptimizersTest", "EmbeddingVariableTest", "StagedTest",
+            "IncrementalCheckpointTest"} <= set(op_check_classes())
     assert len(set(op_check_classes())) == len(op_check_classes()), "the runner needs one class per name"
 
 

@@ -86,7 +86,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("deeprec_api", None, ON_OFF, "0", "api",
             "DeepRec's API in the 1.x API: EmbeddingVariable (tf.get_embedding_variable, "
             "tf.feature_column.categorical_column_with_embedding, its filters, evictions and checkpoints), "
-            "DeepRec's optimizers, tf.staged, and DeepRec's ConfigProto fields (do_op_fusion, micro_batch_num, ...)",
+            "DeepRec's optimizers, tf.staged, DeepRec's ConfigProto fields (do_op_fusion, micro_batch_num, ...), "
+            "and its incremental-checkpoint arguments (saved as full checkpoints)",
             "DeepRec's API (EmbeddingVariable and its options, AdamAsync, AdagradDecay)"),
 )
 

@@ -474,6 +474,7 @@ def safe_embedding_lookup_sparse(params, sparse_ids, sparse_weights=None, combin
         original_shape = sparse_ids.dense_shape
         original_rank = tf.size(original_shape)
         rank = sparse_ids.dense_shape.get_shape().dims[0].value if sparse_ids.dense_shape.get_shape().dims else None
+        width = _parts(params)[0]._dim
         if rank is None or rank != 2:
             outer = tf.reduce_prod(tf.slice(original_shape, [0], [original_rank - 1]))
             sparse_ids = tf.sparse.reshape(sparse_ids, tf.stack([outer, original_shape[original_rank - 1]]))
@@ -493,7 +494,10 @@ def safe_embedding_lookup_sparse(params, sparse_ids, sparse_weights=None, combin
             zeros = tf.zeros_like(result)
             result = tf.where(tf.tile(tf.reshape(empty, [-1, 1]), [1, tf.shape(result)[1]]), zeros, result)
         final_shape = tf.concat([tf.slice(original_shape, [0], [original_rank - 1]), [tf.shape(result)[1]]], 0)
-        return tf.reshape(result, tf.cast(final_shape, tf.int32))
+        result = tf.reshape(result, tf.cast(final_shape, tf.int32))
+        if rank is not None:  # as TensorFlow's lookup: the ids' rank, less their last dimension, plus the row's
+            result.set_shape([None] * (rank - 1) + [width])
+        return result
 
 
 def embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=None, max_norm=None, name=None):
@@ -788,6 +792,13 @@ class WorkQueue(object):
                                      "--workqueue flag")
 
 
+def get_multihash_variable(name, dims, *args, **kwargs):
+    """DeepRec's multi-hash variable (one id's row composed from several smaller tables) is not provided."""
+    raise EmbeddingVariableError("get_multihash_variable(%s): DeepRec's multi-hash variables are not provided by this "
+                                 "TensorFlow; use tf.get_embedding_variable or tf.get_variable. Fix: drop the "
+                                 "script's --multihash flag" % (name,))
+
+
 def categorical_column_with_adaptive_embedding(key, *args, **kwargs):
     """DeepRec's adaptive embedding (hash buckets plus an EmbeddingVariable for hot ids) is not provided."""
     raise EmbeddingVariableError("categorical_column_with_adaptive_embedding(%r): DeepRec's adaptive embedding is not "
@@ -879,4 +890,20 @@ def install():
     for name, function, stock in zip(published, (lookup, sparse_lookup, safe_lookup),
                                      (stock_lookup, stock_sparse, stock_safe)):
         setattr(embedding_ops, name, functools.wraps(stock)(function))  # named as the function it serves for
+    embedding_ops.fused_safe_embedding_lookup_sparse = fused_safe_embedding_lookup_sparse
     return {name: getattr(embedding_ops, name) for name in published}
+
+
+def fused_safe_embedding_lookup_sparse(embedding_weights, sparse_ids, sparse_weights=None, combiner="mean",
+                                       default_id=None, name=None, partition_strategy="div", max_norm=None,
+                                       prune=True, blocknums=None, fusion_version="v2"):
+    """DeepRec's embedding_ops.fused_safe_embedding_lookup_sparse, which DeepRec defines as
+    safe_embedding_lookup_sparse's result in fewer ops: here it is safe_embedding_lookup_sparse, whose lookup is
+    retf's fused one where the build's fused_embedding switch routes it. prune=False (DeepRec: ids known valid)
+    prunes anyway, the same result for valid ids; blocknums and fusion_version choose among DeepRec's GPU kernels
+    and change nothing on the CPU."""
+    from tensorflow.python.ops import embedding_ops
+
+    return embedding_ops.safe_embedding_lookup_sparse(embedding_weights, sparse_ids, sparse_weights=sparse_weights,
+                                                      combiner=combiner, default_id=default_id, name=name,
+                                                      partition_strategy=partition_strategy, max_norm=max_norm)

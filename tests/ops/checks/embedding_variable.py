@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import unittest
 
 import numpy as np
@@ -92,9 +93,33 @@ class EmbeddingVariableTest(unittest.TestCase):
                 self.assertEqual((2, 2, DIM), got.shape)
                 np.testing.assert_array_equal(got[0, 0], got[1, 1])
 
+    def test_sequence_ids_read_rows_in_their_shape_and_the_fused_lookup_reads_the_same(self):
+        """Sequence ids [batch, time, 1] (a sequence column's) read [batch, time, dim], known statically as
+        TensorFlow's lookup knows it; DeepRec's fused_safe_embedding_lookup_sparse reads the same."""
+        from tensorflow.python.ops import embedding_ops
+
+        defaults = default_rows()
+        with tf.Graph().as_default():
+            variable = make_variable("emb", defaults)
+            ids = tf.SparseTensor([[0, 0, 0], [0, 1, 0], [2, 1, 0], [2, 1, 1]],
+                                  tf.constant([5, 3, 1000003, -7], tf.int64),
+                                  v1.placeholder_with_default(tf.constant([3, 2, 2], tf.int64), [3]))  # as a batch's
+            safe = tf.nn.safe_embedding_lookup_sparse(variable, ids)
+            fused = embedding_ops.fused_safe_embedding_lookup_sparse(variable, ids, prune=False)
+            self.assertEqual([None, None, DIM], safe.shape.as_list())
+            self.assertEqual([None, None, DIM], fused.shape.as_list())
+            with v1.Session() as session:
+                session.run(v1.global_variables_initializer())
+                got, got_fused = session.run([safe, fused])
+        expected = np.zeros((3, 2, DIM), np.float32)  # empty positions read zeros; the negative id is pruned
+        expected[0, 0], expected[0, 1], expected[2, 1] = initial_rows(defaults, np.array([5, 3, 1000003]))
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        np.testing.assert_array_equal(got_fused, got)
+
     def test_features_not_provided_name_the_flag_to_drop(self):
         for make, flag in ((lambda: ev.WorkQueue(["a.csv"]), "--workqueue"),
                            (lambda: ev.categorical_column_with_adaptive_embedding("C1"), "--adaptive_emb"),
+                           (lambda: ev.get_multihash_variable("item", [[50, 8], [60, 8]]), "--multihash"),
                            (lambda: ev.StorageOption(storage_type="DRAM_SSDHASH"), "storage_option")):
             with self.assertRaisesRegex(ev.EmbeddingVariableError, "not provided.*Fix: drop the script's " + flag
                                         if flag != "storage_option" else "not provided.*drop storage_option"):
@@ -430,6 +455,35 @@ class StagedTest(unittest.TestCase):
                 coord.request_stop()
                 coord.join(threads)
             self.assertEqual(list(range(10)), sorted(got))
+
+
+class IncrementalCheckpointTest(unittest.TestCase):
+    """DeepRec's incremental-checkpoint arguments (retf.incremental_checkpoints): a checkpoint at least every
+    save_incremental_checkpoint_secs, besides the session's own schedule, each a full one."""
+
+    def saved_steps(self, **incremental):
+        from retf import incremental_checkpoints
+        sessions, _ = incremental_checkpoints.install()
+        folder = tempfile.mkdtemp()
+        try:
+            with tf.Graph().as_default():
+                step = v1.train.get_or_create_global_step()
+                increment = v1.assign_add(step, 1)
+                saver = v1.train.Saver(max_to_keep=10, incremental_save_restore=True)
+                scaffold = v1.train.Scaffold(saver=saver, incremental_save_restore=True)
+                with sessions(checkpoint_dir=folder, scaffold=scaffold, save_checkpoint_steps=1000,
+                              save_summaries_steps=None, log_step_count_steps=None, **incremental) as session:
+                    for _ in range(3):
+                        time.sleep(1.2)
+                        session.run(increment)
+            state = v1.train.get_checkpoint_state(folder)
+            return [int(path.rsplit("-", 1)[1]) for path in state.all_model_checkpoint_paths]
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def test_a_checkpoint_every_interval_besides_the_full_schedule(self):
+        self.assertEqual([0, 3], self.saved_steps())  # every 1000 steps: the first and the last
+        self.assertEqual([0, 1, 2, 3], self.saved_steps(save_incremental_checkpoint_secs=1))
 
 
 def ev_export_keys(variable):

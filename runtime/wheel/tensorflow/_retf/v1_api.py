@@ -76,14 +76,16 @@ def _deeprec_optimizers(train_module, provided, label):
 
 # DeepRec's names for its EmbeddingVariable and options, in the tensorflow namespace with deeprec_api = true.
 DEEPREC_NAMES = ("get_embedding_variable", "EmbeddingVariableOption", "CounterFilter", "CBFFilter", "GlobalStepEvict",
-                 "L2WeightEvict", "InitializerOption", "StorageOption", "CheckpointOption", "WorkQueue")
+                 "L2WeightEvict", "InitializerOption", "StorageOption", "CheckpointOption", "WorkQueue",
+                 "get_multihash_variable")
 
 
 def _deeprec_api(namespace, v1):
     """DeepRec's API: EmbeddingVariable (its names in tf and tf.feature_column, lookups that take it, and the
-    optimizers, Saver and replica_device_setter taught about it) and tf.staged's prefetching stage."""
+    optimizers, Saver and replica_device_setter taught about it), tf.staged's prefetching stage, and the sessions
+    and savers taking DeepRec's incremental-checkpoint arguments."""
     try:
-        from retf import embedding_variable, prefetch
+        from retf import embedding_variable, incremental_checkpoints, prefetch
     except ImportError as error:
         raise ImportError("DeepRec's EmbeddingVariable needs the retf op library, which this build does not ship "
                           "([ops] build = false in its recipe, or RETF_OPS=0): %s" % error) from error
@@ -102,6 +104,9 @@ def _deeprec_api(namespace, v1):
         namespace[name] = getattr(embedding_variable, name)
     for api in (namespace, vars(v1), vars(v1.compat.v1)):
         api["staged"], api["make_prefetch_hook"] = prefetch.staged, prefetch.make_prefetch_hook
+    sessions, _ = incremental_checkpoints.install()  # the hook and savers take DeepRec's arguments in place
+    for api in (v1, v1.compat.v1):
+        api.train.MonitoredTrainingSession = sessions
     _refuse_micro_batches()
 
 
