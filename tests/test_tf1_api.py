@@ -240,6 +240,31 @@ print(json.dumps(report))
 """
 
 
+DEEPREC_MODULES_PROBE = """
+import json
+import tensorflow as tf
+report = {}
+for module, statement in (("work_queue", "from tensorflow.python.ops.work_queue import WorkQueue; WorkQueue(['a.csv'])"),
+                          ("parquet", "from tensorflow.python.data.experimental.ops import parquet_dataset_ops; "
+                                      "parquet_dataset_ops.ParquetDataset('a.parquet', batch_size=8)")):
+    try:
+        exec(statement)
+    except Exception as error:
+        report[module] = type(error).__name__ + ": " + str(error)
+print(json.dumps(report))
+"""
+
+
+def test_deeprec_modules_its_scripts_import_are_there_and_name_the_flag_to_change(v1_venv):
+    """DeepRec's model-zoo scripts import WorkQueue and ParquetDataset from DeepRec's own modules (behind --workqueue
+    and --parquet_dataset): the import works and the call says which flag to change, not an ImportError."""
+    report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, DEEPREC_MODULES_PROBE)
+    assert report["work_queue"].startswith("EmbeddingVariableError: tf.WorkQueue: DeepRec's work queue is not provided")
+    assert report["work_queue"].endswith("Fix: drop the script's --workqueue flag"), report
+    assert report["parquet"].startswith("EmbeddingVariableError: ParquetDataset: DeepRec's Parquet reader is not provided")
+    assert report["parquet"].endswith("Fix: pass the script's --parquet_dataset False"), report
+
+
 def test_adagrad_and_ftrl_take_the_fused_kernels_and_deeprec_names_come_with_their_switch(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     report = run_in(recipe, v1_venv, FUSED_PROBE)

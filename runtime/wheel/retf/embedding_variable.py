@@ -792,6 +792,28 @@ class WorkQueue(object):
                                      "--workqueue flag")
 
 
+PARQUET_MESSAGE = ("%s: DeepRec's Parquet reader is not provided by this TensorFlow; read the rows as text with "
+                   "tf.data.TextLineDataset and tf.io.decode_csv. Fix: pass the script's --parquet_dataset False")
+
+
+class ParquetDataset(object):
+    """DeepRec's parquet_dataset_ops.ParquetDataset is not provided."""
+
+    def __init__(self, *args, **kwargs):
+        raise EmbeddingVariableError(PARQUET_MESSAGE % "ParquetDataset")
+
+
+def read_parquet(*args, **kwargs):
+    """DeepRec's parquet_dataset_ops.read_parquet is not provided."""
+    raise EmbeddingVariableError(PARQUET_MESSAGE % "read_parquet")
+
+
+# DeepRec's modules that TensorFlow lacks, as its scripts import them: their names, refusing as above.
+MODULES = {"tensorflow.python.ops.work_queue": {"WorkQueue": WorkQueue},
+           "tensorflow.python.data.experimental.ops.parquet_dataset_ops": {"ParquetDataset": ParquetDataset,
+                                                                           "read_parquet": read_parquet}}
+
+
 def get_multihash_variable(name, dims, *args, **kwargs):
     """DeepRec's multi-hash variable (one id's row composed from several smaller tables) is not provided."""
     raise EmbeddingVariableError("get_multihash_variable(%s): DeepRec's multi-hash variables are not provided by this "

@@ -117,12 +117,15 @@ class EmbeddingVariableTest(unittest.TestCase):
         np.testing.assert_array_equal(got_fused, got)
 
     def test_features_not_provided_name_the_flag_to_drop(self):
-        for make, flag in ((lambda: ev.WorkQueue(["a.csv"]), "--workqueue"),
-                           (lambda: ev.categorical_column_with_adaptive_embedding("C1"), "--adaptive_emb"),
-                           (lambda: ev.get_multihash_variable("item", [[50, 8], [60, 8]]), "--multihash"),
-                           (lambda: ev.StorageOption(storage_type="DRAM_SSDHASH"), "storage_option")):
-            with self.assertRaisesRegex(ev.EmbeddingVariableError, "not provided.*Fix: drop the script's " + flag
-                                        if flag != "storage_option" else "not provided.*drop storage_option"):
+        """(Imported by the module paths DeepRec's scripts use: tests/test_tf1_api.py.)"""
+        drop = "not provided.*Fix: drop the script's "
+        for make, fix in ((lambda: ev.WorkQueue(["a.csv"]), drop + "--workqueue"),
+                          (lambda: ev.ParquetDataset("a.parquet", batch_size=8),
+                           "not provided.*Fix: pass the script's --parquet_dataset False"),
+                          (lambda: ev.categorical_column_with_adaptive_embedding("C1"), drop + "--adaptive_emb"),
+                          (lambda: ev.get_multihash_variable("item", [[50, 8], [60, 8]]), drop + "--multihash"),
+                          (lambda: ev.StorageOption(storage_type="DRAM_SSDHASH"), "not provided.*drop storage_option")):
+            with self.assertRaisesRegex(ev.EmbeddingVariableError, fix):
                 make()
 
     def test_uninitialized_variable_says_so(self):

@@ -104,10 +104,27 @@ def _deeprec_api(namespace, v1):
         namespace[name] = getattr(embedding_variable, name)
     for api in (namespace, vars(v1), vars(v1.compat.v1)):
         api["staged"], api["make_prefetch_hook"] = prefetch.staged, prefetch.make_prefetch_hook
+    for name, members in embedding_variable.MODULES.items():
+        _provide_module(name, members)
     sessions, _ = incremental_checkpoints.install()  # the hook and savers take DeepRec's arguments in place
     for api in (v1, v1.compat.v1):
         api.train.MonitoredTrainingSession = sessions
     _refuse_micro_batches()
+
+
+def _provide_module(name, members):
+    """A module DeepRec has and TensorFlow lacks, importable by its name, holding members."""
+    import importlib
+    import sys
+    import types
+
+    if name in sys.modules:
+        return
+    parent, _, leaf = name.rpartition(".")
+    module = types.ModuleType(name, "DeepRec's %s, as this TensorFlow provides it." % leaf)
+    vars(module).update(members)
+    sys.modules[name] = module
+    setattr(importlib.import_module(parent), leaf, module)
 
 
 MICRO_BATCH_MESSAGE = (
