@@ -792,6 +792,15 @@ class WorkQueue(object):
                                      "--workqueue flag")
 
 
+def get_dynamic_dimension_embedding_variable(name, embedding_block_dimension, embedding_block_num, *args, **kwargs):
+    """DeepRec's dynamic-dimension EmbeddingVariable (rows of as many blocks as an id's frequency earns) is not
+    provided."""
+    raise EmbeddingVariableError("get_dynamic_dimension_embedding_variable(%s): DeepRec's dynamic-dimension "
+                                 "EmbeddingVariables are not provided by this TensorFlow; use "
+                                 "tf.get_embedding_variable with one dimension. Fix: drop the script's --dynamic_ev "
+                                 "flag" % (name,))
+
+
 PARQUET_MESSAGE = ("%s: DeepRec's Parquet reader is not provided by this TensorFlow; read the rows as text with "
                    "tf.data.TextLineDataset and tf.io.decode_csv. Fix: pass the script's --parquet_dataset False")
 

@@ -124,6 +124,7 @@ class EmbeddingVariableTest(unittest.TestCase):
                            "not provided.*Fix: pass the script's --parquet_dataset False"),
                           (lambda: ev.categorical_column_with_adaptive_embedding("C1"), drop + "--adaptive_emb"),
                           (lambda: ev.get_multihash_variable("item", [[50, 8], [60, 8]]), drop + "--multihash"),
+                          (lambda: ev.get_dynamic_dimension_embedding_variable("item", 6, 4), drop + "--dynamic_ev"),
                           (lambda: ev.StorageOption(storage_type="DRAM_SSDHASH"), "not provided.*drop storage_option")):
             with self.assertRaisesRegex(ev.EmbeddingVariableError, fix):
                 make()

@@ -77,7 +77,7 @@ def _deeprec_optimizers(train_module, provided, label):
 # DeepRec's names for its EmbeddingVariable and options, in the tensorflow namespace with deeprec_api = true.
 DEEPREC_NAMES = ("get_embedding_variable", "EmbeddingVariableOption", "CounterFilter", "CBFFilter", "GlobalStepEvict",
                  "L2WeightEvict", "InitializerOption", "StorageOption", "CheckpointOption", "WorkQueue",
-                 "get_multihash_variable")
+                 "get_multihash_variable", "get_dynamic_dimension_embedding_variable")
 
 
 def _deeprec_api(namespace, v1):
