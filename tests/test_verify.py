@@ -109,3 +109,25 @@ def test_no_library_built_for_tf_1_passes_saying_so():
 
     check = _tf1_extensions_check(None, {}, lambda message: None)
     assert check.status == "pass" and "none of the environment's distributions" in check.detail
+
+
+def test_a_kept_environment_is_put_back_even_when_pip_uninstall_cannot_run(tmp_path, monkeypatch):
+    """verify --keep-env keeps the environment as it was with the wheel installed: a pip that cannot even start
+    (here: OSError) leaves neither a half-uninstalled environment nor the copy beside it."""
+    from retfwheel.proof import verify
+    from retfwheel.targets.environment import Environment
+
+    venv = tmp_path / "venv"
+    (venv / "lib").mkdir(parents=True)
+    (venv / "lib" / "tensorflow.py").write_text("installed\n")
+    (venv / "lib" / "site.pth").write_text("path\n")
+
+    def pip_removes_then_fails(env, arguments, **kwargs):
+        (env.venv / "lib" / "tensorflow.py").unlink()  # pip had begun
+        raise OSError("pip cannot run")
+
+    monkeypatch.setattr(verify, "_python", pip_removes_then_fails)
+    with pytest.raises(OSError, match="pip cannot run"):
+        verify._uninstall_check(Environment(venv, venv / "bin" / "python", None), None, "tensorflow", keep=True)
+    assert (venv / "lib" / "tensorflow.py").read_text() == "installed\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"]

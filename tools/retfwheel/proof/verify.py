@@ -191,17 +191,25 @@ def _run_checks(env: Environment, wheel_path: Path, name: str, wheel, settings: 
         checks.append(_status(f"script {Path(script).name}", ran.returncode == 0, last_line(ran) or "exit 0"))
 
     progress("pip uninstall")
+    checks.append(_uninstall_check(env, wheel, name, keep))
+    return checks
+
+
+def _uninstall_check(env: Environment, wheel, name: str, keep: bool) -> Check:
+    """pip uninstall of the wheel leaves nothing behind; with ``keep``, the environment is then put back as it was
+    with the wheel installed, whatever pip did."""
     installed = _linked_copy(env.venv) if keep else None
-    uninstall = _python(env, ["-m", "pip", "uninstall", "-y", "--disable-pip-version-check", name])
-    left, empty = _left_behind(env, wheel) if uninstall.returncode == 0 else ([], [])
-    if installed is not None:  # the environment is kept as it was with the wheel installed
-        shutil.rmtree(env.venv)
-        installed.rename(env.venv)
+    try:
+        uninstall = _python(env, ["-m", "pip", "uninstall", "-y", "--disable-pip-version-check", name])
+        left, empty = _left_behind(env, wheel) if uninstall.returncode == 0 else ([], [])
+    finally:
+        if installed is not None:
+            shutil.rmtree(env.venv, ignore_errors=True)
+            installed.rename(env.venv)
     detail = f"left: {', '.join(left[:5])}" if left else (last_line(uninstall) if uninstall.returncode else "clean")
     if empty and not left:  # pip leaves an emptied top folder that is not a package (intel-tensorflow's _solib_k8/)
         detail += f"; pip leaves the empty {', '.join(empty)}, as it does uninstalling the input itself"
-    checks.append(_status("pip uninstall leaves nothing", uninstall.returncode == 0 and not left, detail))
-    return checks
+    return _status("pip uninstall leaves nothing", uninstall.returncode == 0 and not left, detail)
 
 
 def _cluster_check(env: Environment, settings: dict, progress: Progress) -> Check:
