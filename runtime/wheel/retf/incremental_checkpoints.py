@@ -80,8 +80,10 @@ def install():
     @functools.wraps(stock_session)
     def MonitoredTrainingSession(*args, **kwargs):  # pylint: disable=invalid-name
         seconds = kwargs.pop("save_incremental_checkpoint_secs", None)
+        if not seconds:  # TensorFlow's own call, its own errors
+            return stock_session(*args, **kwargs)
         arguments = _arguments(stock_session, args, kwargs)
-        if not seconds or not arguments["is_chief"] or not arguments["checkpoint_dir"]:
+        if not arguments["is_chief"] or not arguments["checkpoint_dir"]:
             return stock_session(*args, **kwargs)
         steps, secs = arguments["save_checkpoint_steps"], arguments["save_checkpoint_secs"]
         if steps is USE_DEFAULT and secs is USE_DEFAULT:  # TensorFlow's default: every 600 s

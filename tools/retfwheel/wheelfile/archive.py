@@ -122,7 +122,7 @@ def _check_name(path: Path, name: str) -> None:
         raise UnsafeArchiveError(f"{path}: an entry has an empty name")
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise UnsafeArchiveError(f"{path}: entry '{name}' is an absolute path")
-    if ".." in name.split("/"):  # a '..' component, as PurePosixPath(name).parts has it (10,000 names a wheel)
+    if ".." in name.split("/"):  # a ".." component, as PurePosixPath(name).parts finds it, without a path object per name
         raise UnsafeArchiveError(f"{path}: entry '{name}' escapes the install directory ('..')")
 
 

@@ -95,9 +95,8 @@ def member_order(name: str, dist_info: str) -> tuple[int, str]:
 def write_wheel(plan: WheelContents, dest: Path, epoch: int) -> WrittenWheel:
     """Write ``plan`` to ``dest`` (which must not be the final name; the caller renames)."""
     members = sorted(plan.members, key=lambda m: member_order(m.name, plan.dist_info))
-    new = [m for m in members if isinstance(m, NewMember)]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        packed = dict(zip((id(m) for m in new), pool.map(_deflate, (m.data for m in new))))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # the new members' bytes, in write order
+        packed = iter(list(pool.map(_deflate, (m.data for m in members if isinstance(m, NewMember)))))
     date_time = _dos_time(epoch)
     central: list[bytes] = []
     record: list[RecordEntry] = []
@@ -111,7 +110,7 @@ def write_wheel(plan: WheelContents, dest: Path, epoch: int) -> WrittenWheel:
                     entry = _copy(out, sources[member.archive.path], member.archive, member, date_time, central)
                 else:
                     entry = _add(out, member.name, member.data, member.executable, date_time, central,
-                                 packed[id(member)])
+                                 next(packed))
                 record.append(entry)
             record_bytes = format_record(record, plan.record_path)
             _add(out, plan.record_path, record_bytes, False, date_time, central)
