@@ -517,7 +517,8 @@ def test_deeprec_din_trains_embedding_variables_with_adam_async_and_resumes_into
     """DeepRec's model-zoo DIN as written for DeepRec (tf.get_embedding_variable tables shared by the target item and
     the behaviour sequence in a partitioned AUTO_REUSE scope, the fused safe lookup of sequence ids, AdamAsync over
     clipped gradients, staged input): trained over 2 parts, evaluated from its checkpoint, resumed over 3. The same
-    script with --tf (stock TF 1.15 API: tf.get_variable tables, Adam) on TF 1.15.5 is the baseline it must match."""
+    script with --tf (stock TF 1.15 API: tf.get_variable tables, Adam) on TF 1.15.5 is the baseline its AUC is held
+    to."""
     model_dir = tmp_path / "model"
     baseline = tf115.start("deeprec_din", "--checkpoint", str(tmp_path / "baseline"), "--tf", "--steps", "150")
     first = wheel("deeprec_din", "--checkpoint", str(model_dir), *DEEPREC_DIN, "--partitions", "2", "--steps", "150")

@@ -111,9 +111,10 @@ def test_no_library_built_for_tf_1_passes_saying_so():
     assert check.status == "pass" and "none of the environment's distributions" in check.detail
 
 
-def test_a_kept_environment_is_put_back_even_when_pip_uninstall_cannot_run(tmp_path, monkeypatch):
-    """verify --keep-env keeps the environment as it was with the wheel installed: a pip that cannot even start
-    (here: OSError) leaves neither a half-uninstalled environment nor the copy beside it."""
+def test_a_kept_environment_is_put_back_even_when_pip_uninstall_stops_with_an_error(tmp_path, monkeypatch):
+    """verify --keep-env keeps the environment as it was with the wheel installed: a pip uninstall that stops
+    partway with an error (here: one file removed, then OSError) leaves neither a half-uninstalled environment nor
+    the copy beside it."""
     from retfwheel.proof import verify
     from retfwheel.targets.environment import Environment
 
