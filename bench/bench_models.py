@@ -75,7 +75,11 @@ CATALOG = {
     "mmoe": ("taobao", ["adam", "adagrad", "ftrl", "lazyadam"]),
     "din": ("taobao", ["adam", "adagrad", "ftrl", "lazyadam"]),
     "dien": ("taobao", ["adam", "adagrad", "ftrl", "lazyadam"]),
+    # Written the way public model zoos write these models (bench/public/): their recipes' shapes, optimizers
+    # and input pipelines; "adam" names each recipe's own optimizers (W&D: Adam for the MLP, FTRL for the linear part).
+    "wide_deep_public": ("criteo", ["adam"]),
 }
+PUBLIC = {"wide_deep_public": REPO / "bench" / "public" / "wide_and_deep.py"}
 # Stock Adam updates every row of every table each step (~3 steps/s here): fewer steps for it.
 STEPS = {"adam": 30, "adagrad": 80, "lazyadam": 80, "ftrl": 80, "sgd": 80}
 
@@ -149,7 +153,7 @@ def run_model(side, model, optimizer, data, steps, warmup, batch_size, seed=1, t
     # Only the side's own switches: none inherited from this shell.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU_ALLOCATOR", "TF_XLA_FLAGS"))}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", **side.env)
-    run = subprocess.run(side.command(MODELS / f"{model}.py", *args), capture_output=True, text=True, env=env,
+    run = subprocess.run(side.command(PUBLIC.get(model, MODELS / f"{model}.py"), *args), capture_output=True, text=True, env=env,
                          cwd=REPO)
     if run.returncode != 0:
         sys.exit(f"{model} --optimizer {optimizer} failed on {side.label}:\n{run.stderr[-4000:]}")
@@ -169,6 +173,9 @@ def summarize(model, optimizer, side, runs, baselines):
     cpu = [r.get("cpu_seconds_per_step", 0.0) * 1e3 for r in runs]
     best = [r["best_window_steps_per_sec"] for r in runs]
     ratios = [r["steps_per_sec"] / b["steps_per_sec"] for r, b in zip(runs, baselines)]
+    rss = [r.get("peak_rss_mib", 0.0) for r in runs]
+    rss_ratios = [r.get("peak_rss_mib", 0.0) / b["peak_rss_mib"] for r, b in zip(runs, baselines)
+                  if b.get("peak_rss_mib")]
     losses, base_losses = [r["last_loss"] for r in runs], [b["last_loss"] for b in baselines]
     aucs, base_aucs = [r.get("auc", 0.0) for r in runs], [b.get("auc", 0.0) for b in baselines]
     return dict(model=model, optimizer=optimizer, usual=optimizer == CATALOG[model][1][0], side=side.label,
@@ -177,6 +184,8 @@ def summarize(model, optimizer, side, runs, baselines):
                 range=[min(rates), max(rates)], best_window_steps_per_sec=statistics.median(best),
                 cpu_ms_per_step=statistics.median(cpu), cpu_range=[min(cpu), max(cpu)],
                 ratio=statistics.median(ratios), ratio_range=[min(ratios), max(ratios)],
+                peak_rss_mib=statistics.median(rss), rss_range=[min(rss), max(rss)],
+                rss_ratio=statistics.median(rss_ratios) if rss_ratios else None,
                 last_loss=statistics.median(losses), last_loss_range=[min(losses), max(losses)],
                 auc=statistics.median(aucs), auc_range=[min(aucs), max(aucs)], aucs=[r.get("aucs") for r in runs],
                 as_baseline=_within(losses, base_losses, 1e-3 * abs(statistics.median(base_losses)))
@@ -185,7 +194,8 @@ def summarize(model, optimizer, side, runs, baselines):
 
 def table(rows, baseline):
     header = (f"{'model':<10} {'optimizer':<10} {'side':<20} {'implementation':<36} {'steps/s':>8} {'range':>13} "
-              f"{'ratio':>6} {'range':>11} {'best 10':>8} {'CPU ms':>7} {'last loss':>15} {'AUC':>15} {'same':>4}")
+              f"{'ratio':>6} {'range':>11} {'best 10':>8} {'CPU ms':>7} {'peak MiB':>8} {'RSS':>6} {'last loss':>15} "
+              f"{'AUC':>15} {'same':>4}")
     lines = [header, "-" * len(header)]
     for row in rows:
         low, high = row["range"]
@@ -196,10 +206,13 @@ def table(rows, baseline):
         lines.append(f"{row['model']:<10} {optimizer:<10} {row['side']:<20} {row['implementation']:<36} "
                      f"{row['steps_per_sec']:>8.2f} {low:>6.2f}-{high:<6.2f} {row['ratio']:>5.2f}x "
                      f"{ratio_low:>4.2f}-{ratio_high:<4.2f}x {row['best_window_steps_per_sec']:>8.2f} "
-                     f"{row['cpu_ms_per_step']:>7.1f} "
+                     f"{row['cpu_ms_per_step']:>7.1f} {row['peak_rss_mib']:>8.0f} "
+                     f"{format(row['rss_ratio'], '>5.2f') + 'x' if row['rss_ratio'] else '':>6} "
                      f"{loss_low:>7.4f}-{loss_high:<7.4f} {auc_low:>7.4f}-{auc_high:<7.4f} "
                      f"{'yes' if row['as_baseline'] else 'NO':>4}")
     lines.append(f"* the model's usual optimizer. CPU ms: the process's CPU time per timed step, all threads (median). "
+                 f"Peak MiB: the process's peak resident memory when the timed steps end (median); RSS: its "
+                 f"ratio to {baseline}'s in the same repetition (median). "
                  f"Ranges: lowest-highest over the repetitions, each with its own seed. "
                  f"Ratio: to {baseline}'s run of the same repetition. Last loss and AUC (the click's, over the batches "
                  f"after training): lowest-highest over the seeds; same: the side's medians within {baseline}'s range "

@@ -460,6 +460,30 @@ def test_bench_model_trains_as_on_tf_1_15(tf115, wheel, criteo_csv, taobao_csv, 
     assert ("retf" in produced["optimizer"]) == (PARITY[model] in ("adam", "lazyadam"))
 
 
+PUBLIC_WIDE_DEEP = REPO / "bench" / "public" / "wide_and_deep.py"
+
+
+def test_public_wide_and_deep_trains_on_both_sides(tf115, wheel, criteo_csv):
+    """bench/public/wide_and_deep.py, W&D written as DeepRec's model zoo writes it for stock TensorFlow (partitioned
+    feature-column tables, Adam for the MLP and FTRL for the linear part, a MonitoredTrainingSession that checkpoints),
+    runs unchanged on both sides: every step, the wheel's Adam in retf's fused kernel, and the loss falls on both.
+    Its initializers carry no op seeds, as the recipe writes them, so the sides start from different weights
+    (bench/MODELS.md, "Same seeds, different AUC") and their losses are not compared step by step."""
+    def train(side: Runner) -> dict:
+        env_option = ("--env", side.venv) if side.venv else ()
+        run = retfwheel("run", "--recipe", side.recipe, *env_option, "python", PUBLIC_WIDE_DEEP, "--data", criteo_csv,
+                        "--batch-size", "256", "--warmup", "2", "--steps", "10", "--eval-steps", "2")
+        assert run.returncode == 0, f"wide_and_deep.py failed under {side.recipe.name}:\n{run.stderr[-4000:]}"
+        return json.loads(run.stdout.strip().splitlines()[-1])
+
+    reference, produced = _PROGRAMS.map(train, (tf115, wheel))
+    assert "retf fused" in produced["optimizer"] and "retf" not in reference["optimizer"]
+    for result in (reference, produced):
+        assert result["steps"] == 10 and len(result["losses"]) == 12
+        assert all(math.isfinite(loss) for loss in result["losses"]) and 0.0 <= result["auc"] <= 1.0
+        assert statistics.mean(result["losses"][-4:]) < result["losses"][0], result["losses"]
+
+
 def test_op_seeded_randomness_is_tf_1_15s_and_graph_seeded_is_not(tf115, wheel):
     """Random ops, initializers and shuffles given an op seed draw TF 1.15.5's values. Without one, TF 1.15 derives the
     op seed from the graph seed and the id of the last op built (40 constants and the op's own inputs here: 43);

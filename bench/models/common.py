@@ -13,6 +13,7 @@ import collections
 import json
 import math
 import os
+import resource
 import time
 
 import tensorflow as tf
@@ -250,6 +251,7 @@ def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows
                 window_start = now
         elapsed = max(time.time() - start, 1e-9)
         cpu_seconds = time.process_time() - cpu_start
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # MiB: training's peak, before eval
         result = {
             "tensorflow": versions.__version__,  # the build's own (tf.__version__ is 1.15.5 in 1.x API mode)
             "optimizer": implementation,
@@ -260,6 +262,7 @@ def main(logits_fn, description, input_fn, data_help, batch_size, embedding_rows
             "best_window_steps_per_sec": WINDOW / min(windows) if windows else args.steps / elapsed,
             "examples_per_sec": args.steps * args.batch_size / elapsed,
             "cpu_seconds_per_step": cpu_seconds / args.steps,
+            "peak_rss_mib": peak_rss,
             "first_loss": float(first),
             "last_loss": float(last),
             "embedding_rows": embedding_rows(),
