@@ -128,7 +128,7 @@ class WDL(object):
             net = self._dnn(net, self._dnn_hidden_units, "hiddenlayer")
             with tf.variable_scope("logits") as logits_scope:
                 dnn_logits = tf.layers.dense(net, units=1, activation=None, name=logits_scope)
-        with tf.variable_scope("linear", partitioner=self._dense_layer_partitioner) as scope:
+        with tf.variable_scope("linear", partitioner=self._dense_layer_partitioner):
             linear_logits = tf.feature_column.linear_model(units=1, features=self._feature,
                                                            feature_columns=self._wide_column, sparse_combiner="sum",
                                                            weight_collections=None, trainable=True)
