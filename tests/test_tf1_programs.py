@@ -460,20 +460,23 @@ def test_bench_model_trains_as_on_tf_1_15(tf115, wheel, criteo_csv, taobao_csv, 
     assert ("retf" in produced["optimizer"]) == (PARITY[model] in ("adam", "lazyadam"))
 
 
-PUBLIC_WIDE_DEEP = REPO / "bench" / "public" / "wide_and_deep.py"
+BENCH_PUBLIC = REPO / "bench" / "public"
 
 
-def test_public_wide_and_deep_trains_on_both_sides(tf115, wheel, criteo_csv):
-    """bench/public/wide_and_deep.py, W&D written as DeepRec's model zoo writes it for stock TensorFlow (partitioned
-    feature-column tables, Adam for the MLP and FTRL for the linear part, a MonitoredTrainingSession that checkpoints),
-    runs unchanged on both sides: every step, the wheel's Adam in retf's fused kernel, and the loss falls on both.
-    Its initializers carry no op seeds, as the recipe writes them, so the sides start from different weights
-    (bench/MODELS.md, "Same seeds, different AUC") and their losses are not compared step by step."""
+@pytest.mark.parametrize("program", ("wide_and_deep", "deepfm"))
+def test_public_style_program_trains_on_both_sides(tf115, wheel, criteo_csv, program):
+    """bench/public/'s W&D and DeepFM, written as DeepRec's model zoo writes them for stock TensorFlow (partitioned
+    feature-column tables; W&D: Adam for the MLP and FTRL for the linear part; DeepFM: batch normalization in training
+    mode, one Adam; a MonitoredTrainingSession that checkpoints), run unchanged on both sides: every step, the wheel's
+    Adam in retf's fused kernel, and the loss falls on both. Their initializers carry no op seeds, as the recipes write
+    them, so the sides start from different weights (bench/MODELS.md, "Same seeds, different AUC") and their losses
+    are not compared step by step."""
     def train(side: Runner) -> dict:
         env_option = ("--env", side.venv) if side.venv else ()
-        run = retfwheel("run", "--recipe", side.recipe, *env_option, "python", PUBLIC_WIDE_DEEP, "--data", criteo_csv,
-                        "--batch-size", "256", "--warmup", "2", "--steps", "10", "--eval-steps", "2")
-        assert run.returncode == 0, f"wide_and_deep.py failed under {side.recipe.name}:\n{run.stderr[-4000:]}"
+        run = retfwheel("run", "--recipe", side.recipe, *env_option, "python", BENCH_PUBLIC / f"{program}.py",
+                        "--data", criteo_csv, "--batch-size", "256", "--warmup", "2", "--steps", "10",
+                        "--eval-steps", "2")
+        assert run.returncode == 0, f"{program}.py failed under {side.recipe.name}:\n{run.stderr[-4000:]}"
         return json.loads(run.stdout.strip().splitlines()[-1])
 
     reference, produced = _PROGRAMS.map(train, (tf115, wheel))

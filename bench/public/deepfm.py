@@ -1,0 +1,125 @@
+"""DeepFM written the way public TF 1.x model zoos write it (DeepRec's modelzoo/deepfm/train.py in its
+stock-TensorFlow mode, `--tf`): that recipe's shapes and API calls, on Criteo-format data.
+
+    python deepfm.py --data train.csv [--steps N] [--warmup N] [--batch-size 2048] [--seed S]
+
+As the public recipe: every categorical column hashed into 10,000 buckets and embedded in 16 dimensions
+(mean combiner), in three lists: wide (with the raw numeric columns), deep (with them too) and FM.
+`input_layer` runs twice, once for the deep part and once for the wide part, whose per-column outputs
+(`cols_to_output_tensors`) feed the FM part, so each column has two tables. The linear part sums the wide
+input; the FM part is half the difference of the squared sum and the sum of squares; a 1024-256-32 MLP with
+batch normalization (training mode) after each layer, then a 128-64 MLP the same way over the three parts'
+outputs; the loss is the mean squared error of the click probability; one Adam (learning rate 0.001) trains
+everything. Input, session and JSON line as bench/public/recipe.py; initializers without op seeds.
+"""
+import os
+import sys
+
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, adam_label, main  # noqa: E402
+
+EMBEDDING_DIMENSION = 16
+LEARNING_RATE = 0.001
+
+
+def build_feature_columns():
+    wide_columns, deep_columns, fm_columns = [], [], []
+    for column_name in CATEGORICAL_COLUMNS:
+        categorical_column = tf.feature_column.categorical_column_with_hash_bucket(
+            column_name, hash_bucket_size=HASH_BUCKET_SIZE, dtype=tf.string)
+        embedding_column = tf.feature_column.embedding_column(categorical_column, dimension=EMBEDDING_DIMENSION,
+                                                              combiner="mean")
+        wide_columns.append(embedding_column)
+        deep_columns.append(embedding_column)
+        fm_columns.append(embedding_column)
+    for column_name in CONTINUOUS_COLUMNS:
+        numeric_column = tf.feature_column.numeric_column(column_name, shape=(1,))
+        wide_columns.append(numeric_column)
+        deep_columns.append(numeric_column)
+    return wide_columns, deep_columns, fm_columns
+
+
+class DeepFM(object):
+    def __init__(self, wide_column, fm_column, deep_column, dnn_hidden_units, final_hidden_units, inputs, labels,
+                 learning_rate):
+        self._feature = inputs
+        self._label = labels
+        self._wide_column = wide_column
+        self._deep_column = deep_column
+        self._fm_column = fm_column
+        self._dnn_hidden_units = dnn_hidden_units
+        self._final_hidden_units = final_hidden_units
+        self._learning_rate = learning_rate
+        self._input_layer_partitioner = tf.min_max_variable_partitioner(max_partitions=0,
+                                                                       min_slice_size=8 << 20)
+        self._dense_layer_partitioner = tf.min_max_variable_partitioner(max_partitions=0,
+                                                                       min_slice_size=16 << 10)
+        self._create_model()
+        with tf.name_scope("head"):
+            self._create_loss()
+            self._create_optimizer()
+            self._create_metrics()
+
+    def _dnn(self, dnn_input, dnn_hidden_units=None, layer_name=""):
+        for layer_id, num_hidden_units in enumerate(dnn_hidden_units):
+            with tf.variable_scope(layer_name + "_%d" % layer_id, partitioner=self._dense_layer_partitioner,
+                                   reuse=tf.AUTO_REUSE) as dnn_layer_scope:
+                dnn_input = tf.layers.dense(dnn_input, units=num_hidden_units, activation=tf.nn.relu,
+                                            name=dnn_layer_scope)
+                dnn_input = tf.layers.batch_normalization(dnn_input, training=True, trainable=True)
+        return dnn_input
+
+    def _create_model(self):
+        with tf.variable_scope("input_layer", partitioner=self._input_layer_partitioner, reuse=tf.AUTO_REUSE):
+            fm_cols = {}
+            dnn_input = tf.feature_column.input_layer(self._feature, self._deep_column)
+            wide_input = tf.feature_column.input_layer(self._feature, self._wide_column,
+                                                       cols_to_output_tensors=fm_cols)
+            fm_input = tf.stack([fm_cols[cols] for cols in self._fm_column], 1)
+
+        with tf.variable_scope("linear", partitioner=self._dense_layer_partitioner):
+            linear_output = tf.reduce_sum(wide_input, axis=1, keepdims=True)
+
+        with tf.variable_scope("fm", partitioner=self._dense_layer_partitioner):
+            sum_square = tf.square(tf.reduce_sum(fm_input, axis=1))
+            square_sum = tf.reduce_sum(tf.square(fm_input), axis=1)
+            fm_output = 0.5 * tf.reduce_sum(tf.subtract(sum_square, square_sum), axis=1, keepdims=True)
+
+        with tf.variable_scope("dnn"):
+            dnn_output = self._dnn(dnn_input, self._dnn_hidden_units, "dnn_layer")
+
+        with tf.variable_scope("final_dnn"):
+            net = tf.concat([linear_output, fm_output, dnn_output], 1)
+            net = self._dnn(net, self._final_hidden_units, "final_dnn")
+            net = tf.layers.dense(net, units=1)
+        self._logits = net
+        self.probability = tf.math.sigmoid(self._logits)
+        self.output = tf.round(self.probability)
+
+    def _create_loss(self):
+        self.probability = tf.squeeze(self.probability)
+        self.loss = tf.losses.mean_squared_error(self._label, self.probability)
+
+    def _create_optimizer(self):
+        self.global_step = tf.train.get_or_create_global_step()
+        optimizer = tf.train.AdamOptimizer(learning_rate=self._learning_rate)
+        self.implementation = adam_label(optimizer)
+        update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+        with tf.control_dependencies(update_ops):
+            self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
+
+    def _create_metrics(self):
+        self.acc, self.acc_op = tf.metrics.accuracy(labels=self._label, predictions=tf.round(self.probability))
+        self.auc, self.auc_op = tf.metrics.auc(labels=self._label, predictions=self.probability,
+                                               num_thresholds=1000)
+
+
+def build_model(features, labels):
+    wide_column, deep_column, fm_column = build_feature_columns()
+    return DeepFM(wide_column, fm_column, deep_column, [1024, 256, 32], [128, 64], features, labels, LEARNING_RATE)
+
+
+if __name__ == "__main__":
+    main(build_model, __doc__.splitlines()[0], batch_size=2048)
