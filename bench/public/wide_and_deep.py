@@ -8,7 +8,8 @@ for the eight widest columns) with the mean combiner; the numeric columns min-ma
 linear part over the hashed and numeric columns (`linear_model`, FTRL) and a 1024-512-256 MLP over the
 embeddings and numerics (`input_layer`, Adam), each under a min-max variable partitioner (one part on a
 single machine, as the recipe runs there); `tf.data` input that shuffles, batches 2048 lines, then decodes
-them; a `MonitoredTrainingSession` with a stop hook, a logging hook and checkpoints at its start and end.
+them; a `MonitoredTrainingSession` with a stop hook, a logging hook and checkpoints at its start and end
+(bench/public/recipe.py).
 Initializers carry no op seeds, as the recipe writes them. `--optimizer adam` (the only one) names the
 recipe's pair. Prints one JSON line (bench/public/recipe.py).
 """
