@@ -18,7 +18,7 @@ import sys
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, adam_label, main  # noqa: E402
+from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, Model, adam_label, main  # noqa: E402
 
 EMBEDDING_DIMENSION = 16
 LEARNING_RATE = 0.001
@@ -41,35 +41,16 @@ def build_feature_columns():
     return wide_columns, deep_columns, fm_columns
 
 
-class DeepFM(object):
+class DeepFM(Model):
     def __init__(self, wide_column, fm_column, deep_column, dnn_hidden_units, final_hidden_units, inputs, labels,
                  learning_rate):
-        self._feature = inputs
-        self._label = labels
         self._wide_column = wide_column
         self._deep_column = deep_column
         self._fm_column = fm_column
         self._dnn_hidden_units = dnn_hidden_units
         self._final_hidden_units = final_hidden_units
         self._learning_rate = learning_rate
-        self._input_layer_partitioner = tf.min_max_variable_partitioner(max_partitions=0,
-                                                                       min_slice_size=8 << 20)
-        self._dense_layer_partitioner = tf.min_max_variable_partitioner(max_partitions=0,
-                                                                       min_slice_size=16 << 10)
-        self._create_model()
-        with tf.name_scope("head"):
-            self._create_loss()
-            self._create_optimizer()
-            self._create_metrics()
-
-    def _dnn(self, dnn_input, dnn_hidden_units=None, layer_name=""):
-        for layer_id, num_hidden_units in enumerate(dnn_hidden_units):
-            with tf.variable_scope(layer_name + "_%d" % layer_id, partitioner=self._dense_layer_partitioner,
-                                   reuse=tf.AUTO_REUSE) as dnn_layer_scope:
-                dnn_input = tf.layers.dense(dnn_input, units=num_hidden_units, activation=tf.nn.relu,
-                                            name=dnn_layer_scope)
-                dnn_input = tf.layers.batch_normalization(dnn_input, training=True, trainable=True)
-        return dnn_input
+        super(DeepFM, self).__init__(inputs, labels)
 
     def _create_model(self):
         with tf.variable_scope("input_layer", partitioner=self._input_layer_partitioner, reuse=tf.AUTO_REUSE):
@@ -88,11 +69,11 @@ class DeepFM(object):
             fm_output = 0.5 * tf.reduce_sum(tf.subtract(sum_square, square_sum), axis=1, keepdims=True)
 
         with tf.variable_scope("dnn"):
-            dnn_output = self._dnn(dnn_input, self._dnn_hidden_units, "dnn_layer")
+            dnn_output = self._dnn(dnn_input, self._dnn_hidden_units, "dnn_layer", batch_norm=True)
 
         with tf.variable_scope("final_dnn"):
             net = tf.concat([linear_output, fm_output, dnn_output], 1)
-            net = self._dnn(net, self._final_hidden_units, "final_dnn")
+            net = self._dnn(net, self._final_hidden_units, "final_dnn", batch_norm=True)
             net = tf.layers.dense(net, units=1)
         self._logits = net
         self.probability = tf.math.sigmoid(self._logits)
@@ -109,11 +90,6 @@ class DeepFM(object):
         update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
         with tf.control_dependencies(update_ops):
             self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
-
-    def _create_metrics(self):
-        self.acc, self.acc_op = tf.metrics.accuracy(labels=self._label, predictions=tf.round(self.probability))
-        self.auc, self.auc_op = tf.metrics.auc(labels=self._label, predictions=self.probability,
-                                               num_thresholds=1000)
 
 
 def build_model(features, labels):

@@ -2,8 +2,9 @@
 (shuffled, repeated, batched, then decoded), the MonitoredTrainingSession loop with its stop and logging hooks and
 checkpoints, and the harness's one JSON line (the fields of bench/models/common.py's).
 
-A program builds its model from `features` and `labels` and returns an object with `loss`, `train_op`,
-`global_step`, `auc` / `auc_op` (tf.metrics.auc) and `implementation` (what trains it, as the JSON names it).
+A program's model subclasses `Model`, as the recipes' model classes share their skeleton, and has `loss`,
+`train_op`, `global_step`, `auc` / `auc_op` (tf.metrics.auc) and `implementation` (what trains it, as the JSON
+names it).
 """
 import argparse
 import json
@@ -25,6 +26,37 @@ CATEGORICAL_COLUMNS = ["C%d" % i for i in range(1, 27)]
 LABEL_COLUMN = ["clicked"]
 TRAIN_DATA_COLUMNS = LABEL_COLUMN + CONTINUOUS_COLUMNS + CATEGORICAL_COLUMNS
 HASH_BUCKET_SIZE = 10000
+
+
+class Model(object):
+    """The recipes' skeleton: min-max partitioners (one part on a single machine), the model, then under `head` the
+    loss, the optimizer and the metrics."""
+
+    def __init__(self, inputs, labels):
+        self._feature = inputs
+        self._label = labels
+        self._input_layer_partitioner = tf.min_max_variable_partitioner(max_partitions=0, min_slice_size=8 << 20)
+        self._dense_layer_partitioner = tf.min_max_variable_partitioner(max_partitions=0, min_slice_size=16 << 10)
+        self._create_model()
+        with tf.name_scope("head"):
+            self._create_loss()
+            self._create_optimizer()
+            self._create_metrics()
+
+    def _dnn(self, dnn_input, dnn_hidden_units, layer_name, batch_norm=False):
+        for layer_id, num_hidden_units in enumerate(dnn_hidden_units):
+            with tf.variable_scope(layer_name + "_%d" % layer_id, partitioner=self._dense_layer_partitioner,
+                                   reuse=tf.AUTO_REUSE) as dnn_layer_scope:
+                dnn_input = tf.layers.dense(dnn_input, units=num_hidden_units, activation=tf.nn.relu,
+                                            name=dnn_layer_scope)
+                if batch_norm:
+                    dnn_input = tf.layers.batch_normalization(dnn_input, training=True, trainable=True)
+        return dnn_input
+
+    def _create_metrics(self):
+        self.acc, self.acc_op = tf.metrics.accuracy(labels=self._label, predictions=self.output)
+        self.auc, self.auc_op = tf.metrics.auc(labels=self._label, predictions=self.probability,
+                                               num_thresholds=1000)
 
 
 def parse_args(description, batch_size):

@@ -19,7 +19,7 @@ import sys
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, adam_label, main  # noqa: E402
+from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, Model, adam_label, main  # noqa: E402
 
 WIDE_COLUMNS = {"C3", "C4", "C10", "C12", "C16", "C21", "C24", "C26"}  # 128 dimensions; the rest 64
 # Min-max scaling by constants, as the recipe writes its normalizer (this data's counts: Poisson, mean <= 50).
@@ -48,33 +48,15 @@ def build_feature_columns():
     return wide_columns, deep_columns
 
 
-class WDL(object):
+class WDL(Model):
     def __init__(self, wide_column, deep_column, dnn_hidden_units, inputs, labels, linear_learning_rate,
                  deep_learning_rate):
-        self._feature = inputs
-        self._label = labels
         self._wide_column = wide_column
         self._deep_column = deep_column
         self._dnn_hidden_units = dnn_hidden_units
         self._linear_learning_rate = linear_learning_rate
         self._deep_learning_rate = deep_learning_rate
-        self._input_layer_partitioner = tf.min_max_variable_partitioner(max_partitions=0,
-                                                                       min_slice_size=8 << 20)
-        self._dense_layer_partitioner = tf.min_max_variable_partitioner(max_partitions=0,
-                                                                       min_slice_size=16 << 10)
-        self._create_model()
-        with tf.name_scope("head"):
-            self._create_loss()
-            self._create_optimizer()
-            self._create_metrics()
-
-    def _dnn(self, dnn_input, dnn_hidden_units=None, layer_name=""):
-        for layer_id, num_hidden_units in enumerate(dnn_hidden_units):
-            with tf.variable_scope(layer_name + "_%d" % layer_id, partitioner=self._dense_layer_partitioner,
-                                   reuse=tf.AUTO_REUSE) as dnn_layer_scope:
-                dnn_input = tf.layers.dense(dnn_input, units=num_hidden_units, activation=tf.nn.relu,
-                                            name=dnn_layer_scope)
-        return dnn_input
+        super(WDL, self).__init__(inputs, labels)
 
     def _create_model(self):
         with tf.variable_scope("dnn"):
@@ -113,11 +95,6 @@ class WDL(object):
             train_ops.append(linear_optimizer.minimize(self.loss, var_list=tf.get_collection(
                 tf.GraphKeys.TRAINABLE_VARIABLES, scope="linear")))
             self.train_op = tf.group(*train_ops)
-
-    def _create_metrics(self):
-        self.acc, self.acc_op = tf.metrics.accuracy(labels=self._label, predictions=self.output)
-        self.auc, self.auc_op = tf.metrics.auc(labels=self._label, predictions=self.probability,
-                                               num_thresholds=1000)
 
 
 def build_model(features, labels):
