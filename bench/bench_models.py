@@ -157,8 +157,8 @@ def run_model(side, model, optimizer, data, steps, warmup, batch_size, seed=1, t
     # Only the side's own switches: none inherited from this shell.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU_ALLOCATOR", "TF_XLA_FLAGS"))}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", **side.env)
-    run = subprocess.run(side.command(PUBLIC.get(model, MODELS / f"{model}.py"), *args), capture_output=True, text=True, env=env,
-                         cwd=REPO)
+    program = PUBLIC.get(model, MODELS / f"{model}.py")
+    run = subprocess.run(side.command(program, *args), capture_output=True, text=True, env=env, cwd=REPO)
     if run.returncode != 0:
         sys.exit(f"{model} --optimizer {optimizer} failed on {side.label}:\n{run.stderr[-4000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
@@ -197,7 +197,7 @@ def summarize(model, optimizer, side, runs, baselines):
 
 
 def table(rows, baseline):
-    header = (f"{'model':<10} {'optimizer':<10} {'side':<20} {'implementation':<36} {'steps/s':>8} {'range':>13} "
+    header = (f"{'model':<16} {'optimizer':<10} {'side':<20} {'implementation':<36} {'steps/s':>8} {'range':>13} "
               f"{'ratio':>6} {'range':>11} {'best 10':>8} {'CPU ms':>7} {'peak MiB':>8} {'RSS':>6} {'last loss':>15} "
               f"{'AUC':>15} {'same':>4}")
     lines = [header, "-" * len(header)]
@@ -207,7 +207,7 @@ def table(rows, baseline):
         loss_low, loss_high = row["last_loss_range"]
         auc_low, auc_high = row["auc_range"]
         optimizer = row["optimizer"] + ("*" if row["usual"] else "")
-        lines.append(f"{row['model']:<10} {optimizer:<10} {row['side']:<20} {row['implementation']:<36} "
+        lines.append(f"{row['model']:<16} {optimizer:<10} {row['side']:<20} {row['implementation']:<36} "
                      f"{row['steps_per_sec']:>8.2f} {low:>6.2f}-{high:<6.2f} {row['ratio']:>5.2f}x "
                      f"{ratio_low:>4.2f}-{ratio_high:<4.2f}x {row['best_window_steps_per_sec']:>8.2f} "
                      f"{row['cpu_ms_per_step']:>7.1f} {row['peak_rss_mib']:>8.0f} "
