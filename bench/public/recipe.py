@@ -155,7 +155,8 @@ def train(args, build_model, model_dir):
     # The AUC over batches of the input in file order, from the checkpoint the session wrote at its end.
     with tf.Session(config=sess_config) as sess:
         scaffold.saver.restore(sess, tf.train.latest_checkpoint(model_dir))
-        sess.run([scaffold.local_init_op, eval_init_op])
+        sess.run(scaffold.local_init_op)
+        sess.run(eval_init_op)  # after the local init, which points the iterator at the training input
         for _ in range(args.eval_steps):
             sess.run(model.auc_op)
         result["auc"] = float(sess.run(model.auc))
