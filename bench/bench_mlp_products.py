@@ -67,11 +67,13 @@ int main(int argc, char **argv) {
 
 # Runs inside the side's environment (Python 3.6): times each product, prints one JSON line.
 CHILD = r"""
-import json, os, sys, time
+import json, os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import tensorflow as tf
 products, repeat = json.loads(sys.argv[1]), int(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+from timing import median_seconds  # bench/timing.py
 rng = np.random.RandomState(0)
 times = []
 for m, k, n, transpose_a, transpose_b in products:
@@ -81,14 +83,7 @@ for m, k, n, transpose_a, transpose_b in products:
         product = tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b).op
         with tf.Session() as session:
             session.run(tf.global_variables_initializer())
-            for _ in range(3):
-                session.run(product)
-            spent = []
-            for _ in range(repeat):
-                start = time.perf_counter()
-                session.run(product)
-                spent.append(time.perf_counter() - start)
-    times.append(sorted(spent)[repeat // 2])
+            times.append(median_seconds(lambda: session.run(product), repeat))
 print(json.dumps({"version": tf.__version__, "seconds": times}))
 """
 
@@ -109,21 +104,29 @@ def peak(work):
     binary = work / "peak"
     source = work / "peak.c"
     source.write_text(PEAK_SOURCE)
-    build = subprocess.run(["cc", "-O3", "-mavx2", "-mfma", "-pthread", str(source), "-o", str(binary)],
-                           capture_output=True, text=True)
+    try:
+        build = subprocess.run(["cc", "-O3", "-mavx2", "-mfma", "-pthread", str(source), "-o", str(binary)],
+                               capture_output=True, text=True)
+    except OSError as error:
+        sys.exit(f"cannot compile the FMA peak loop: no C compiler `cc` ({error.strerror}); install one (gcc)")
     if build.returncode != 0:
         sys.exit(f"cannot compile the FMA peak loop: {build.stderr.strip()[:500]}")
+
+    def gflops(threads):
+        run = subprocess.run([str(binary), str(threads)], capture_output=True, text=True)
+        if run.returncode != 0:  # a CPU without AVX2 and FMA dies on the first instruction
+            sys.exit(f"the FMA peak loop failed (exit {run.returncode}): this bench needs a CPU with AVX2 and FMA")
+        return float(run.stdout.split()[0])
+
     # The best of five runs: a peak is what the cores reach when nothing else runs on them.
-    return {threads: max(float(subprocess.run([str(binary), str(threads)], capture_output=True, text=True,
-                                              check=True).stdout.split()[0]) for _ in range(5))
-            for threads in (1, os.cpu_count())}
+    return {threads: max(gflops(threads) for _ in range(5)) for threads in (1, os.cpu_count())}
 
 
 def side_times(recipe, venv, listed, repeat):
     env_option = ["--env", str(venv)] if venv else []
     spec = json.dumps([item[:5] for item in listed])
     run = subprocess.run([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), *env_option, "python",
-                          "-c", CHILD, spec, str(repeat)], capture_output=True, text=True, cwd=REPO)
+                          "-c", CHILD, spec, str(repeat), str(REPO / "bench")], capture_output=True, text=True, cwd=REPO)
     if run.returncode != 0:
         sys.exit(f"timing the products failed under {recipe.name}:\n{run.stderr[-3000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
