@@ -41,6 +41,8 @@ sides (--sides):
   wheel, malloc mmap 1 MiB (--sides ...,mmap): the wheel's defaults with glibc's mmap threshold fixed at 1 MiB
                       (MALLOC_MMAP_THRESHOLD_=1048576): every malloc of 1 MiB or more mapped and unmapped, none
                       kept in the heap
+  wheel, heap kept after saves (--sides ...,keepheap): RETF_HEAP_TRIM=0, the heap left as TensorFlow 2.x's
+                      checkpoint writes leave it (by default the wheel returns its free pages after each save)
 Every row also gives the CPU time per step (all of the process's threads).
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
@@ -121,7 +123,7 @@ def prepare_wheel(work):
 
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
-         "cat", "nocat", "split", "nosplit", "xla115", "xla", "jit115", "jit", "ev", "mmap")
+         "cat", "nocat", "split", "nosplit", "xla115", "xla", "jit115", "jit", "ev", "mmap", "keepheap")
 # XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
 # the model's own ops (bench/models/common.py --xla-jit-scope)
 XLA_AUTO = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}
@@ -330,7 +332,8 @@ def main():
              "jit115": Side("TF 1.15.5, jit_scope", TF115_RECIPE, None, args=["--xla-jit-scope"]),
              "jit": Side("wheel, jit_scope", V1_RECIPE, venv, args=["--xla-jit-scope"]),
              "ev": Side("wheel, EmbeddingVariables", V1_RECIPE, venv, args=["--ev"]),
-             "mmap": Side("wheel, malloc mmap 1 MiB", V1_RECIPE, venv, {"MALLOC_MMAP_THRESHOLD_": "1048576"})}
+             "mmap": Side("wheel, malloc mmap 1 MiB", V1_RECIPE, venv, {"MALLOC_MMAP_THRESHOLD_": "1048576"}),
+             "keepheap": Side("wheel, heap kept", V1_RECIPE, venv, {"RETF_HEAP_TRIM": "0"})}
     sides = [known[key] for key in side_keys]
     baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}

@@ -240,6 +240,29 @@ def test_switch_off_does_nothing(python36, install):
     assert json.loads(result.stdout) == []
 
 
+SAVER = '''class Saver(object):
+    def save(self, sess, save_path):
+        """Saves variables."""
+        return save_path
+'''
+
+
+@pytest.mark.parametrize("environ, wrapped", [({}, True), ({"RETF_HEAP_TRIM": "0"}, False)])
+def test_saver_save_returns_the_free_heap_after_it_saves(python36, install, environ, wrapped):
+    site, env = install()
+    training = site / "tensorflow" / "python" / "training"
+    training.mkdir(parents=True)
+    for package in (site / "tensorflow" / "python", training):
+        (package / "__init__.py").write_text("")
+    (training / "saver.py").write_text(SAVER)
+    code = ("import json, tensorflow; from tensorflow.python.training import saver; save = saver.Saver.save; "
+            "print(json.dumps([saver.Saver().save(None, 'ckpt'), save.__name__, save.__doc__, "
+            "hasattr(save, '__wrapped__')]))")
+    result = run(python36, site, env, code, **environ)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["ckpt", "save", "Saves variables.", wrapped]
+
+
 def test_debug_logs_each_decision_with_its_time(python36, install):
     site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 99], **DEPS)
     result = run(python36, site, env, "import tensorflow", RETF_BOOTSTRAP_DEBUG="1")

@@ -9,6 +9,7 @@ explains exactly why it cannot. One module per job:
 - routing: the vendored Python dependencies (the environment's copy where it fits, else the private one)
 - versions: PEP 440 versions and ranges, judged as pip judges them
 - imports: running code right after a module loads
+- heap: returning the free heap TensorFlow 2.x's checkpoint writes leave behind
 - tf1_libraries: explaining a library built for TensorFlow 1.x that fails to load
 - tf115_names: TF 1.15's private names that TF 1.x-era libraries use (standalone Keras 2.3, TensorBoard 1.15)
 - switches: the build's switches and the variables that override them; whether retf's ops run here
@@ -18,7 +19,8 @@ explains exactly why it cannot. One module per job:
 
 Environment variables: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 logs each decision and
 its time to stderr; RETF_RUNTIME_DEFAULTS=0 keeps the build's runtime defaults out of the environment;
-RETF_API=2 keeps the 2.x API in a 1.x API build; RETF_OPS=0 leaves the retf op library unregistered.
+RETF_API=2 keeps the 2.x API in a 1.x API build; RETF_OPS=0 leaves the retf op library unregistered;
+RETF_HEAP_TRIM=0 leaves the heap as TensorFlow's checkpoint saves leave it.
 The switches and the variables that override them are not named here: the build declares them in
 its settings (retfwheel's features table, docs/reference.md), and switches.switch() reads them by key.
 """
@@ -55,7 +57,7 @@ def run(package_dir, config):
     if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
         return
     check_schema(config)
-    from . import imports, routing, runtime, tf1_libraries, tf115_names
+    from . import heap, imports, routing, runtime, tf1_libraries, tf115_names
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])
@@ -70,6 +72,7 @@ def run(package_dir, config):
     imports.after_import("tensorflow.python.framework.load_library", lambda module: tf1_libraries.explain(module, config))
     imports.after_import("tensorflow.python.framework.ops", tf115_names.tensor_like)
     imports.after_import("tensorflow.python.pywrap_tensorflow", tf115_names.record_reader)
+    imports.after_import("tensorflow.python.training.saver", heap.trim_after_saves)
     log("bootstrap done")
 
 
