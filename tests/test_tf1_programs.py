@@ -164,18 +164,20 @@ def test_saver_restores_what_it_saved_and_training_resumes(tf115, wheel):
     assert reference["restored_equal"] and reference["resumed_equal"]
 
 
-def test_a_checkpoint_save_leaves_no_more_resident_memory_than_on_tf_1_15(tf115, wheel):
-    """TensorFlow 2.x's writer leaves its freed 8 MiB buffers in the heap (RETF_HEAP_TRIM=0 shows it); the wheel gives
-    them back after the save, so a save costs no more resident memory than on TF 1.15.5."""
+def test_a_checkpoint_save_takes_and_leaves_no_more_resident_memory_than_on_tf_1_15(tf115, wheel):
+    """TensorFlow 2.x's writer piles its freed 8 MiB buffers up in the heap while it saves and leaves them there
+    (RETF_HEAP_TRIM=0 shows both); the wheel gives them back while and after it saves, so a save costs about what it
+    costs on TF 1.15.5."""
     reference, produced, kept = results(tf115.start("checkpoint_heap"), wheel.start("checkpoint_heap"),
                                         wheel.start("checkpoint_heap", "--keep-heap"))
     assert reference["saved_bytes"] == produced["saved_bytes"] == 300000 * 256 * 4
 
-    def left(result):
-        return result["after_mib"] - result["before_mib"]
+    def costs(result):
+        return result["during_mib"] - result["before_mib"], result["after_mib"] - result["before_mib"]
 
-    assert left(kept) > 60, kept  # what the wheel gives back
-    assert left(produced) <= left(reference) + 20, (produced, reference)
+    (kept_during, kept_after), (during, after), (tf115_during, tf115_after) = map(costs, (kept, produced, reference))
+    assert kept_during > 40 and kept_after > 40, kept  # what the wheel gives back (57-193 MiB measured)
+    assert during <= tf115_during + 30 and after <= tf115_after + 20, (produced, reference)  # 25 and 9 against 9, 1
 
 
 def test_checkpoint_written_by_tf115_restores_and_resumes(tf115, wheel):

@@ -1,10 +1,12 @@
-"""What the public-style programs share, as the public model zoos' scripts each repeat it: the Criteo CSV input
-(shuffled, repeated, batched, then decoded), the MonitoredTrainingSession loop with its stop and logging hooks and
-checkpoints, and the harness's one JSON line (the fields of bench/models/common.py's).
+"""What the public-style programs share, as the public model zoos' scripts each repeat it: the CSV input
+(shuffled, repeated, batched, then decoded; the Criteo columns unless a program gives its own), the
+MonitoredTrainingSession loop with its stop and logging hooks and checkpoints, and the harness's one JSON line
+(the fields of bench/models/common.py's).
 
 A program's model subclasses `Model`, as the recipes' model classes share their skeleton, and has `loss`,
 `train_op`, `global_step`, `auc` / `auc_op` (tf.metrics.auc) and `implementation` (what trains it, as the JSON
-names it).
+names it). `build_model(features, labels, data, work_dir)` makes it: `data` is the input file, `work_dir` a
+folder of the run's own (for files the recipe prepares from the data, as vocabularies).
 """
 import argparse
 import json
@@ -72,16 +74,17 @@ def parse_args(description, batch_size):
     return parser.parse_args()
 
 
-def build_model_input(filename, batch_size, shuffle=True):
-    def parse_csv(value):
-        cont_defaults = [[0.0] for _ in range(len(CONTINUOUS_COLUMNS))]
-        cate_defaults = [[" "] for _ in range(len(CATEGORICAL_COLUMNS))]
-        label_defaults = [[0]]
-        columns = tf.io.decode_csv(value, record_defaults=label_defaults + cont_defaults + cate_defaults)
-        all_columns = dict(zip(TRAIN_DATA_COLUMNS, columns))
-        labels = all_columns.pop(LABEL_COLUMN[0])
-        return all_columns, labels
+def parse_criteo(value):
+    cont_defaults = [[0.0] for _ in range(len(CONTINUOUS_COLUMNS))]
+    cate_defaults = [[" "] for _ in range(len(CATEGORICAL_COLUMNS))]
+    label_defaults = [[0]]
+    columns = tf.io.decode_csv(value, record_defaults=label_defaults + cont_defaults + cate_defaults)
+    all_columns = dict(zip(TRAIN_DATA_COLUMNS, columns))
+    labels = all_columns.pop(LABEL_COLUMN[0])
+    return all_columns, labels
 
+
+def build_model_input(filename, batch_size, shuffle=True, parse_csv=parse_criteo):
     dataset = tf.data.TextLineDataset(filename)
     if shuffle:
         dataset = dataset.shuffle(buffer_size=20000, seed=2021)
@@ -92,27 +95,29 @@ def build_model_input(filename, batch_size, shuffle=True):
     return dataset
 
 
-def main(build_model, description, batch_size):
+def main(build_model, description, batch_size, parse_csv=parse_criteo):
     args = parse_args(description, batch_size)
     tf.logging.set_verbosity(tf.logging.ERROR)
-    model_dir = tempfile.mkdtemp(prefix="recipe-")
+    work_dir = tempfile.mkdtemp(prefix="recipe-")
     try:
-        result = train(args, build_model, model_dir)
+        result = train(args, build_model, parse_csv, work_dir)
     finally:
-        shutil.rmtree(model_dir, ignore_errors=True)
+        shutil.rmtree(work_dir, ignore_errors=True)
     print(json.dumps(result))
 
 
-def train(args, build_model, model_dir):
+def train(args, build_model, parse_csv, work_dir):
     tf.set_random_seed(args.seed)
     train_steps = args.warmup + args.steps
-    dataset = build_model_input(args.data, args.batch_size)
+    model_dir = os.path.join(work_dir, "model")
+    dataset = build_model_input(args.data, args.batch_size, parse_csv=parse_csv)
     iterator = tf.data.Iterator.from_structure(dataset.output_types, dataset.output_shapes)
     next_element = iterator.get_next()
     train_init_op = iterator.make_initializer(dataset)
-    model = build_model(next_element[0], next_element[1])
+    model = build_model(next_element[0], next_element[1], args.data, work_dir)
     # Built before the session finalizes the graph: the evaluation's input, in file order.
-    eval_init_op = iterator.make_initializer(build_model_input(args.data, args.batch_size, shuffle=False))
+    eval_init_op = iterator.make_initializer(build_model_input(args.data, args.batch_size, shuffle=False,
+                                                               parse_csv=parse_csv))
 
     sess_config = tf.ConfigProto(inter_op_parallelism_threads=0, intra_op_parallelism_threads=0)
     scaffold = tf.train.Scaffold(local_init_op=tf.group(tf.tables_initializer(), tf.local_variables_initializer(),

@@ -1,13 +1,16 @@
-"""The resident memory a checkpoint save leaves behind: tf.train.Saver saves one 293 MiB variable.
+"""The resident memory a checkpoint save takes while it runs and leaves behind: tf.train.Saver saves one 293 MiB
+variable.
 
     python checkpoint_heap.py WORK_DIR [--keep-heap]
 
---keep-heap sets RETF_HEAP_TRIM=0 before TensorFlow is imported (the wheel then leaves the heap as the save left
-it). Prints one JSON line: the process's resident MiB before and after the save, and the bytes saved.
+--keep-heap sets RETF_HEAP_TRIM=0 before TensorFlow is imported (the wheel then leaves the heap as the save leaves
+it). Prints one JSON line: the process's resident MiB before the save, its highest while the save runs (sampled
+every 5 ms), and after it; and the bytes saved.
 """
 import json
 import os
 import sys
+import threading
 
 if "--keep-heap" in sys.argv[2:]:
     os.environ["RETF_HEAP_TRIM"] = "0"
@@ -33,11 +36,22 @@ def main():
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
             before = resident_mib()
+            highest, done = [before], threading.Event()
+
+            def sample():
+                while not done.wait(0.005):
+                    highest[0] = max(highest[0], resident_mib())
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
             prefix = saver.save(sess, os.path.join(work, "ckpt", "model"))
+            done.set()
+            sampler.join()
             after = resident_mib()
     saved = sum(os.path.getsize(os.path.join(work, "ckpt", name)) for name in os.listdir(os.path.join(work, "ckpt"))
                 if name.startswith("model.data"))
-    print(json.dumps({"before_mib": before, "after_mib": after, "saved_bytes": saved, "prefix": prefix}))
+    print(json.dumps({"before_mib": before, "during_mib": max(highest[0], after), "after_mib": after,
+                      "saved_bytes": saved, "prefix": prefix}))
 
 
 if __name__ == "__main__":
