@@ -86,9 +86,11 @@ CATALOG = {
     # and input pipelines; "adam" names each recipe's own optimizers (W&D: Adam for the MLP, FTRL for the linear part).
     "wide_deep_public": ("criteo", ["adam"]),
     "deepfm_public": ("criteo", ["adam"]),
+    "din_public": ("taobao", ["adam"]),
 }
 PUBLIC = {"wide_deep_public": REPO / "bench" / "public" / "wide_and_deep.py",
-          "deepfm_public": REPO / "bench" / "public" / "deepfm.py"}
+          "deepfm_public": REPO / "bench" / "public" / "deepfm.py",
+          "din_public": REPO / "bench" / "public" / "din.py"}
 # Stock Adam updates every row of every table each step (~3 steps/s here): fewer steps for it.
 STEPS = {"adam": 30, "adagrad": 80, "lazyadam": 80, "ftrl": 80, "sgd": 80}
 

@@ -479,18 +479,21 @@ def test_bench_model_trains_as_on_tf_1_15(tf115, wheel, criteo_csv, taobao_csv, 
 BENCH_PUBLIC = REPO / "bench" / "public"
 
 
-@pytest.mark.parametrize("program", ("wide_and_deep", "deepfm"))
-def test_public_style_program_trains_on_both_sides(tf115, wheel, criteo_csv, program):
-    """bench/public/'s W&D and DeepFM, written as DeepRec's model zoo writes them for stock TensorFlow (partitioned
-    feature-column tables; W&D: Adam for the MLP and FTRL for the linear part; DeepFM: batch normalization in training
-    mode, one Adam; a MonitoredTrainingSession that checkpoints), run unchanged on both sides: every step, the wheel's
-    Adam in retf's fused kernel, and the loss falls on both. Their initializers carry no op seeds, as the recipes write
-    them, so the sides start from different weights (bench/MODELS.md, "Same seeds, different AUC") and their losses
-    are not compared step by step."""
+@pytest.mark.parametrize("program, steps", (("wide_and_deep", 10), ("deepfm", 10), ("din", 30)))
+def test_public_style_program_trains_on_both_sides(tf115, wheel, criteo_csv, taobao_csv, program, steps):
+    """bench/public/'s W&D, DeepFM and DIN, written as DeepRec's model zoo writes them for stock TensorFlow (feature-
+    column tables under partitioners; W&D: Adam for the MLP and FTRL for the linear part; DeepFM: batch normalization
+    in training mode, one Adam; DIN: vocabulary-file columns, tables shared by the target and the behaviour sequence,
+    clipped gradients; a MonitoredTrainingSession that checkpoints), run unchanged on both sides: every step, the
+    wheel's Adam in retf's fused kernel, and the loss falls on both. Their initializers carry no op seeds, as the
+    recipes write them, so the sides start from different weights (bench/MODELS.md, "Same seeds, different AUC") and
+    their losses are not compared step by step."""
+    data = taobao_csv if program == "din" else criteo_csv
+
     def train(side: Runner) -> dict:
         env_option = ("--env", side.venv) if side.venv else ()
         run = retfwheel("run", "--recipe", side.recipe, *env_option, "python", BENCH_PUBLIC / f"{program}.py",
-                        "--data", criteo_csv, "--batch-size", "256", "--warmup", "2", "--steps", "10",
+                        "--data", data, "--batch-size", "256", "--warmup", "2", "--steps", str(steps),
                         "--eval-steps", "2")
         assert run.returncode == 0, f"{program}.py failed under {side.recipe.name}:\n{run.stderr[-4000:]}"
         return json.loads(run.stdout.strip().splitlines()[-1])
@@ -498,7 +501,7 @@ def test_public_style_program_trains_on_both_sides(tf115, wheel, criteo_csv, pro
     reference, produced = _PROGRAMS.map(train, (tf115, wheel))
     assert "retf fused" in produced["optimizer"] and "retf" not in reference["optimizer"]
     for result in (reference, produced):
-        assert result["steps"] == 10 and len(result["losses"]) == 12
+        assert result["steps"] == steps and len(result["losses"]) == steps + 2
         assert all(math.isfinite(loss) for loss in result["losses"]) and 0.0 <= result["auc"] <= 1.0
         assert statistics.mean(result["losses"][-4:]) < result["losses"][0], result["losses"]
 

@@ -1,13 +1,14 @@
 """Returning the heap TensorFlow 2.x's checkpoint writer leaves behind.
 
 TensorFlow 2.x's SaveV2 kernel writes a checkpoint through a fresh 64-byte-aligned 8 MiB buffer for every 8 MiB it
-writes, and frees each one after taking the next. glibc before 2.37 cannot give such a freed block to the next
-aligned request, so the blocks pile up in the saving thread's arena while the save runs and stay resident after
-it: a save of one 293 MiB variable grew the process by 121 to 161 MiB while it ran and kept 105 to 161 MiB
-(TF 1.15.5 reuses one buffer: 9 MiB). While a ``tf.compat.v1.train.Saver.save`` runs (so MonitoredTrainingSession's
-and Estimator's checkpoints, and SavedModel exports), a helper thread gives the free pages of the process's heap
-back to the kernel every 50 ms with glibc's ``malloc_trim(0)``, and once more when the save returns: free memory
-only, with no allocator setting changed. RETF_HEAP_TRIM=0 leaves the heap as the save leaves it.
+writes, and frees each one after taking the next. glibc's aligned allocation (2.36 here) does not give such a freed
+block to the next aligned request, so the blocks pile up in the saving thread's arena while the save runs and stay
+resident after it: a save of one 293 MiB variable grew the process by 65 to 193 MiB while it ran and kept 57 to 169
+MiB (TF 1.15.5 reuses one buffer: 9 and 1 MiB). While a ``tf.compat.v1.train.Saver.save`` runs (so
+MonitoredTrainingSession's and Estimator's checkpoints, and SavedModel exports), a helper thread gives the free
+pages of the process's heap back to the kernel every 50 ms with glibc's ``malloc_trim(0)``, and once more when the
+save returns: free memory only, with no allocator setting changed. RETF_HEAP_TRIM=0 leaves the heap as the save
+leaves it.
 """
 
 import functools
