@@ -42,7 +42,7 @@ sides (--sides):
                       (MALLOC_MMAP_THRESHOLD_=1048576): every malloc of 1 MiB or more mapped and unmapped, none
                       kept in the heap
   wheel, heap kept after saves (--sides ...,keepheap): RETF_HEAP_TRIM=0, the heap left as TensorFlow 2.x's
-                      checkpoint writes leave it (by default the wheel returns its free pages after each save)
+                      checkpoint writes leave it (by default the wheel returns its free pages while and after a save runs)
 Every row also gives the CPU time per step (all of the process's threads).
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits

@@ -126,7 +126,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("RETF_TF115_EXPORTS", "0", "the wheel", "0: in a 1.x API build, write SavedModels and graphs in "
              "TensorFlow 2.x's form instead of TF 1.15's"),
     Variable("RETF_HEAP_TRIM", "0", "the wheel", "0: leave the heap as TensorFlow's checkpoint saves leave it (by "
-             "default the free pages of the heap go back to the system after each tf.compat.v1.train.Saver.save)"),
+             "default the heap's free pages go back to the system while and after a tf.compat.v1.train.Saver.save runs)"),
     Variable("RETF_SPLIT_DENSE_ADAM", "0 or 1", "the wheel (retf.train)", "1: fused sparse Adam decays the rows a "
              "gradient does not name in an op of their own, early in the step"),
     Variable("RETF_TRANSPOSED_MATMUL_ISA", "avx512, fma, avx or plain", "the wheel (the op library)",

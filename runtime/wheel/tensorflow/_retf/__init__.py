@@ -72,7 +72,7 @@ def run(package_dir, config):
     imports.after_import("tensorflow.python.framework.load_library", lambda module: tf1_libraries.explain(module, config))
     imports.after_import("tensorflow.python.framework.ops", tf115_names.tensor_like)
     imports.after_import("tensorflow.python.pywrap_tensorflow", tf115_names.record_reader)
-    imports.after_import("tensorflow.python.training.saver", heap.trim_after_saves)
+    imports.after_import("tensorflow.python.training.saver", heap.trim_while_saving)
     log("bootstrap done")
 
 

@@ -18,7 +18,7 @@ import threading
 TRIM_EVERY = 0.05  # seconds between trims while a save runs
 
 
-def trim_after_saves(saver_module):
+def trim_while_saving(saver_module):
     """Make ``saver_module.Saver.save`` (tensorflow.python.training.saver's) return the heap's free pages while and
     after it saves, unless RETF_HEAP_TRIM=0 or this C library has no malloc_trim."""
     if os.environ.get("RETF_HEAP_TRIM", "1") == "0":
