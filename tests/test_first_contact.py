@@ -156,8 +156,12 @@ def install_killed(venv: Path, wheel: Path, share: float) -> str:
         present = sum(1 for path in paths if (site / path).exists())
         return f"{present} of {len(paths)} files" if present >= share * len(paths) else ""
 
+    # A killed pip leaves its unpacked wheel in its temporary folder: one of this test's, not the machine's /tmp.
+    scratch = venv.parents[2] / "killed-pip-tmp"
+    scratch.mkdir(exist_ok=True)
     process = subprocess.Popen([str(venv), "-m", "pip", "install", str(wheel)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True, cwd=venv.parents[2])
+                               stderr=subprocess.DEVNULL, start_new_session=True, cwd=venv.parents[2],
+                               env=dict(os.environ, TMPDIR=str(scratch)))
     deadline = time.monotonic() + INSTALL_TIMEOUT
     try:
         while process.poll() is None and time.monotonic() < deadline:
