@@ -248,7 +248,7 @@ SAVER = '''class Saver(object):
 
 
 @pytest.mark.parametrize("environ, wrapped", [({}, True), ({"RETF_HEAP_TRIM": "0"}, False)])
-def test_saver_save_returns_the_free_heap_after_it_saves(python36, install, environ, wrapped):
+def test_saver_save_returns_the_free_heap_while_and_after_it_saves(python36, install, environ, wrapped):
     site, env = install()
     training = site / "tensorflow" / "python" / "training"
     training.mkdir(parents=True)
