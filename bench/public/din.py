@@ -146,11 +146,6 @@ class DIN(Model):
         self.probability = tf.math.sigmoid(self._logits)
         self.output = tf.round(self.probability)
 
-    def _create_loss(self):
-        self._logits = tf.squeeze(self._logits)
-        self.loss = tf.losses.sigmoid_cross_entropy(self._label, self._logits, scope="loss",
-                                                    reduction=tf.losses.Reduction.SUM_OVER_BATCH_SIZE)
-
     def _create_optimizer(self):
         self.global_step = tf.train.get_or_create_global_step()
         optimizer = tf.train.AdamOptimizer(learning_rate=LEARNING_RATE)

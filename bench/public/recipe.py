@@ -55,6 +55,12 @@ class Model(object):
                     dnn_input = tf.layers.batch_normalization(dnn_input, training=True, trainable=True)
         return dnn_input
 
+    def _create_loss(self):
+        """The click's sigmoid cross-entropy over `_logits`, as the W&D and DIN recipes write it (DeepFM's differs)."""
+        self._logits = tf.squeeze(self._logits)
+        self.loss = tf.losses.sigmoid_cross_entropy(self._label, self._logits, scope="loss",
+                                                    reduction=tf.losses.Reduction.SUM_OVER_BATCH_SIZE)
+
     def _create_metrics(self):
         self.acc, self.acc_op = tf.metrics.accuracy(labels=self._label, predictions=self.output)
         self.auc, self.auc_op = tf.metrics.auc(labels=self._label, predictions=self.probability,

@@ -74,11 +74,6 @@ class WDL(Model):
         self.probability = tf.math.sigmoid(self._logits)
         self.output = tf.round(self.probability)
 
-    def _create_loss(self):
-        self._logits = tf.squeeze(self._logits)
-        self.loss = tf.losses.sigmoid_cross_entropy(self._label, self._logits, scope="loss",
-                                                    reduction=tf.losses.Reduction.SUM_OVER_BATCH_SIZE)
-
     def _create_optimizer(self):
         self.global_step = tf.train.get_or_create_global_step()
         dnn_optimizer = tf.train.AdamOptimizer(learning_rate=self._deep_learning_rate, beta1=0.9, beta2=0.999,
