@@ -144,6 +144,15 @@ def test_a_half_installed_wheel_is_refused_with_the_fix(python36, install):
     assert run(python36, site, env, "import tensorflow").returncode == 0  # installed: never checked file by file
 
 
+def test_the_bootstrap_leaves_what_only_a_checkpoint_save_needs_to_tensorflow(python36, install):
+    """The heap trim's threading is imported when TensorFlow imports the saver (which TensorFlow's own start-up
+    does after importing threading), not in the bootstrap every process runs before TensorFlow."""
+    site, env = install()
+    result = run(python36, site, env, "import sys, tensorflow; print(sorted({'threading', 'ctypes'} & set(sys.modules)))")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]"]
+
+
 WHERE = "import json, sys; print(json.dumps({m: sys.modules[m].__file__ for m in sys.argv[1:]}))"
 
 

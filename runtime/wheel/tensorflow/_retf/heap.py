@@ -11,9 +11,7 @@ save returns: free memory only, with no allocator setting changed. RETF_HEAP_TRI
 leaves it.
 """
 
-import functools
 import os
-import threading
 
 TRIM_EVERY = 0.05  # seconds between trims while a save runs
 
@@ -23,7 +21,10 @@ def trim_while_saving(saver_module):
     after it saves, unless RETF_HEAP_TRIM=0 or this C library has no malloc_trim."""
     if os.environ.get("RETF_HEAP_TRIM", "1") == "0":
         return
-    import ctypes  # here, not at the bootstrap's start: TensorFlow imports it before it imports the saver
+    # Here, not at the bootstrap's start (which every process pays): TensorFlow imports them before the saver.
+    import ctypes
+    import functools
+    import threading
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; other C libraries go without
     if trim is None:
         return
