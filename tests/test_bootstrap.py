@@ -153,6 +153,27 @@ def test_the_bootstrap_leaves_what_only_a_checkpoint_save_needs_to_tensorflow(py
     assert result.stdout.split() == ["[]"]
 
 
+def test_tf_lite_runs_its_code_on_first_use_and_stays_bound_as_tf_lite(python36, install):
+    """The API module binds on import (as TensorFlow's __init__ binds tf.lite) and runs on its first attribute; the
+    converter it imports then does not bind the package tensorflow.lite over tf.lite."""
+    site, env = install()
+    files = {"_api/__init__.py": "", "_api/v2/__init__.py": "",
+             "_api/v2/lite/__init__.py": "import builtins\nbuiltins.LITE_RAN = True\n"
+                                         "from tensorflow.lite.python.lite import Converter\n",
+             "lite/__init__.py": "", "lite/python/__init__.py": "", "lite/python/lite.py": "Converter = 'converter'\n"}
+    for name, text in files.items():
+        (site / "tensorflow" / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / "tensorflow" / name).write_text(text)
+    code = ("import builtins, tensorflow\nfrom tensorflow._api.v2 import lite\ntensorflow.lite = lite\n"
+            "ran = hasattr(builtins, 'LITE_RAN')\nprint(ran, tensorflow.lite.Converter, builtins.LITE_RAN, "
+            "tensorflow.lite is lite)")
+    result = run(python36, site, env, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "converter", "True", "True"]
+    result = run(python36, site, env, code, RETF_BOOTSTRAP="0")  # TensorFlow's own: its code runs on import
+    assert result.stdout.split() == ["True", "converter", "True", "True"]
+
+
 WHERE = "import json, sys; print(json.dumps({m: sys.modules[m].__file__ for m in sys.argv[1:]}))"
 
 

@@ -442,6 +442,31 @@ def test_decode_csv_takes_retfs_kernel_by_the_switch(v1_venv):
     assert ours["error"] == stock["error"] and ours["error"].startswith("Expect 4 fields but have 2 in record 0")
 
 
+TF_LITE_PROBE = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+
+loaded_at_import = "tensorflow.lite.python.lite" in sys.modules
+x = tf.placeholder(tf.float32, [1, 4], name="x")
+y = tf.identity(tf.matmul(x, tf.Variable(np.arange(8, dtype=np.float32).reshape(4, 2))), name="y")
+with tf.Session() as session:
+    session.run(tf.global_variables_initializer())
+    model = tf.lite.TFLiteConverter.from_session(session, [x], [y]).convert()
+interpreter = tf.lite.Interpreter(model_content=model)
+interpreter.allocate_tensors()
+interpreter.set_tensor(interpreter.get_input_details()[0]["index"], np.ones((1, 4), np.float32))
+interpreter.invoke()
+print(json.dumps({"loaded_at_import": loaded_at_import, "out": interpreter.get_tensor(
+    interpreter.get_output_details()[0]["index"]).tolist(), "same": tf.lite is tf.compat.v1.lite}))
+"""
+
+
+def test_tf_lite_loads_on_first_use_and_converts_a_session(v1_venv):
+    seen = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, TF_LITE_PROBE)
+    assert seen == {"loaded_at_import": False, "out": [[12.0, 16.0]], "same": True}
+
+
 def test_embedding_lookups_take_the_fused_op_where_it_applies(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     # linear_model's numeric weight is a MatMul: its weight gradient stays TensorFlow's here, the op sets

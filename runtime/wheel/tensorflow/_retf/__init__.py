@@ -8,7 +8,7 @@ explains exactly why it cannot. One module per job:
 - runtime: the C++ runtime (a libstdc++ TensorFlow's native code can run on)
 - routing: the vendored Python dependencies (the environment's copy where it fits, else the private one)
 - versions: PEP 440 versions and ranges, judged as pip judges them
-- imports: running code right after a module loads
+- imports: running code right after a module loads, and API modules (tf.lite) whose code runs on first use
 - heap: returning the free heap TensorFlow 2.x's checkpoint writes leave behind
 - tf1_libraries: explaining a library built for TensorFlow 1.x that fails to load
 - tf115_names: TF 1.15's private names that TF 1.x-era libraries use (standalone Keras 2.3, TensorBoard 1.15)
@@ -52,6 +52,14 @@ def check_schema(config):
                           % (config.get("label", "this TensorFlow"), config.get("schema"), SCHEMA))
 
 
+# TensorFlow's API modules whose code runs when a program first reads one of their attributes, not during `import
+# tensorflow`: tf.lite's (in the 2.x API, and under tf.compat.v1 and tf.compat.v2) import TensorFlow Lite's
+# converter and load its audio front-end's op library, about 70 ms of a 2-second import that training and
+# serving programs never use; TF 1.15's import loads neither. The package tensorflow.lite (an empty __init__.py)
+# is imported first: imported by the converter's first use, it would be bound over tf.lite.
+ON_FIRST_USE = ("tensorflow._api.v2.lite", "tensorflow._api.v2.compat.v1.lite", "tensorflow._api.v2.compat.v2.lite")
+IMPORT_FIRST = ("tensorflow.lite",)
+
 def run(package_dir, config):
     """Prepare this process for TensorFlow; raise ImportError when that cannot work."""
     if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
@@ -73,6 +81,7 @@ def run(package_dir, config):
     imports.after_import("tensorflow.python.framework.ops", tf115_names.tensor_like)
     imports.after_import("tensorflow.python.pywrap_tensorflow", tf115_names.record_reader)
     imports.after_import("tensorflow.python.training.saver", heap.trim_while_saving)
+    imports.on_first_use(ON_FIRST_USE, IMPORT_FIRST)
     log("bootstrap done")
 
 

@@ -1,4 +1,5 @@
-"""Running code right after a module loads, with the module's own loader."""
+"""Running code right after a module loads, with the module's own loader; and modules whose code runs on first
+use."""
 
 import sys
 
@@ -43,3 +44,37 @@ def after_import(name, then):
         then(sys.modules[name])
     elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport(name, then))
+
+
+class _OnFirstUse(object):
+    """Gives the modules ``names`` their own loader behind importlib's LazyLoader: importing one binds the module,
+    and its code runs when one of its attributes is first read."""
+
+    def __init__(self, names):
+        self.names = frozenset(names)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.names:
+            return None
+        import importlib.machinery
+        import importlib.util
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
+
+
+def on_first_use(names, import_first=()):
+    """Run the code of the modules ``names`` (not imported yet) on first use of one of their attributes. The
+    packages ``import_first`` (those whose first import, from that code, would bind them as an attribute over one of
+    these names) are imported now, where they exist."""
+    names = [name for name in names if name not in sys.modules]
+    if not names or any(isinstance(f, _OnFirstUse) for f in sys.meta_path):
+        return
+    import importlib
+    for package in import_first:
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            pass
+    sys.meta_path.insert(0, _OnFirstUse(names))
