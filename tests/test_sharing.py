@@ -67,7 +67,7 @@ def bootstrap():
 
 VERSIONS = ["1.0", "1.0.0", "1.0a1", "1.0b2", "1.0rc1", "1.0.dev1", "1.0a1.dev2", "1.0.post1", "1.0.post1.dev1",
             "1.0+local.1", "1.0.1", "1.1", "0.9", "1!0.5", "2025.04.26", "2025.4.26", "1.19.5", "1.18.5", "1.20.0",
-            "1.0-1", "1.0.0-r2", "0.4.0", "0.2.2", "2.6.0rc0", "1.12.1", "1.16.0"]
+            "1.0-1", "1.0.0-r2", "0.4.0", "0.2.2", "2.6.0rc0", "1.12.1", "1.16.0", " 1.18.5 ", "v1.18.5", "V1.0RC1"]
 SPECIFIERS = [">=1.0", ">1.0", "<1.0", "<=1.0", "==1.0", "!=1.0", "~=1.0", "==1.0.*", "!=1.0.*", ">=1.0a1", "<1.1",
               ">1.0.post1", "==1.0+local.1", ">=1.16,<1.20", "~=1.19.2", "~=1.15.0", "==0.4.0", "<2.7,>=2.6.0",
               "==2025.4.26", ">1.0a1", "<1.0rc1", "~=0.10", ">=1.11.0,<1.15", "===1.0", ""]
@@ -81,3 +81,4 @@ def test_the_bootstrap_compares_versions_as_packaging_does(bootstrap):
              if (Version(a) < Version(b)) != (bootstrap.Version(a).key < bootstrap.Version(b).key)]
     assert not order
     assert bootstrap.satisfies("2025.04.26", "==2025.4.26") and not bootstrap.satisfies("not a version", ">=0")
+    assert not any(bootstrap.satisfies(v, ">=0") for v in ("1..2", "1.2.", ".1", "1.\u0662"))  # not PEP 440

@@ -2,12 +2,15 @@
 
 import re
 
-_VERSION = re.compile(
+# The patterns are compiled on first use (re caches them): compiling the version pattern took several milliseconds
+# of every process's start, where installed versions and ranges are nearly always plain releases (1.18.5).
+_VERSION = (
     r"^\s*v?(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)"
     r"(?:[-_.]?(?P<pre_l>alpha|a|beta|b|preview|pre|c|rc)[-_.]?(?P<pre_n>[0-9]+)?)?"
     r"(?:-(?P<post_n1>[0-9]+)|[-_.]?(?P<post_l>post|rev|r)[-_.]?(?P<post_n2>[0-9]+)?)?"
     r"(?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>[0-9]+)?)?"
-    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$", re.IGNORECASE)
+    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$")
+_DIGITS = frozenset("0123456789")
 _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
 
 
@@ -15,7 +18,7 @@ class Version(object):
     """A PEP 440 version, compared as `packaging.version.Version` compares (no third-party code here)."""
 
     def __init__(self, text):
-        match = _VERSION.match(text)
+        match = _Plain(text) or re.match(_VERSION, text, re.IGNORECASE)
         if not match:
             raise ValueError("not a PEP 440 version: %r" % text)
         self.text = text.strip()
@@ -41,7 +44,22 @@ class Version(object):
         return self.pre is not None or self.dev is not None
 
 
-_CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s]+)\s*$")
+class _Plain(object):
+    """A release of digits and dots (1.18.5), as the version pattern's match would give it, read without the pattern;
+    false for anything else."""
+
+    def __init__(self, text):
+        self.release = text.strip()
+        self.plain = all(part and _DIGITS.issuperset(part) for part in self.release.split("."))
+
+    def __bool__(self):
+        return self.plain
+
+    def group(self, name):
+        return self.release if name == "release" else None
+
+
+_CLAUSE = r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s]+)\s*$"
 
 
 def satisfies(version, specifier):
@@ -54,7 +72,7 @@ def satisfies(version, specifier):
     for clause in specifier.split(","):
         if not clause.strip():
             continue
-        match = _CLAUSE.match(clause)
+        match = re.match(_CLAUSE, clause)
         if not match or not _holds(have, *match.groups()):
             return False
     return True
