@@ -14,9 +14,13 @@ _OLDER_REMOTE = re.compile(r"from remote target (/job:\S+?):?\s")
 
 def _runtime_too_old_for(library, needed, config):
     """Why the libstdc++ this process holds cannot load ``library`` (which needs ``needed``), or None."""
+    if not needed:
+        return None
     mapped = runtime.mapped_runtimes()
-    version = runtime.glibcxx_version(mapped[0]) if mapped else None
-    if not needed or version is None or version >= tuple(needed):
+    if not mapped or runtime.provides(mapped[0], needed):
+        return None
+    version = runtime.glibcxx_version(mapped[0])
+    if version is None or version >= tuple(needed):
         return None
     fix = ("; to keep it, start Python with LD_PRELOAD=%s" % os.path.join(os.path.dirname(os.path.dirname(library)),
                                                                         config["libstdcxx"])

@@ -22,17 +22,30 @@ def glibcxx_version(path):
     return (3, 4, max(found)) if found else None
 
 
+def provides(path, version):
+    """Whether the library at ``path`` defines GLIBCXX_``version`` (so every older one too); False if unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            return (b"GLIBCXX_%d.%d.%d\x00" % tuple(version)) in handle.read()
+    except OSError:
+        return False
+
+
 def mapped_runtimes():
     """Paths of every libstdc++ already mapped into this process."""
     paths = []
     try:
         with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
-                if "/libstdc++.so" in path and path not in paths:
-                    paths.append(path)
+            text = maps.read()  # after TensorFlow loads, about a thousand lines: searched, not split line by line
     except OSError:
-        pass
+        return paths
+    at = text.find("/libstdc++.so")
+    while at >= 0:
+        line = text[text.rfind("\n", 0, at) + 1:text.find("\n", at) if text.find("\n", at) >= 0 else len(text)]
+        path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
+        if "/libstdc++.so" in path and path not in paths:
+            paths.append(path)
+        at = text.find("/libstdc++.so", at + 1)
     return paths
 
 
