@@ -60,6 +60,7 @@ def check_schema(config):
 ON_FIRST_USE = ("tensorflow._api.v2.lite", "tensorflow._api.v2.compat.v1.lite", "tensorflow._api.v2.compat.v2.lite")
 IMPORT_FIRST = ("tensorflow.lite",)
 
+
 def run(package_dir, config):
     """Prepare this process for TensorFlow; raise ImportError when that cannot work."""
     if os.environ.get("RETF_BOOTSTRAP", "1") == "0":

@@ -41,11 +41,13 @@ def mapped_runtimes():
         return paths
     at = text.find("/libstdc++.so")
     while at >= 0:
-        line = text[text.rfind("\n", 0, at) + 1:text.find("\n", at) if text.find("\n", at) >= 0 else len(text)]
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        line = text[text.rfind("\n", 0, at) + 1:end]
         path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
         if "/libstdc++.so" in path and path not in paths:
             paths.append(path)
-        at = text.find("/libstdc++.so", at + 1)
+        at = text.find("/libstdc++.so", end)
     return paths
 
 
