@@ -187,6 +187,15 @@ def test_a_distribution_the_environment_lacks_or_has_out_of_range_is_served_priv
     assert run(python36, site, env, code).stdout.split() == ["2.0", "vendored", "environment"]
 
 
+def test_a_lazy_private_distribution_runs_its_code_on_first_use(python36, install):
+    """A served module named in the settings' lazy list (requests, in a real build) binds on import and runs later."""
+    site, env = install(lazy=["fakemod"], **DEPS)  # served privately: the environment's 1.0 is out of range
+    code = "import tensorflow, fakemod; kind = type(fakemod).__name__; print(kind, fakemod.__version__)"
+    result = run(python36, site, env, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["_LazyModule", "2.0"]
+
+
 def test_a_namespace_package_the_environment_lacks_comes_with_its_private_modules(python36, install):
     """A plain environment without any google/ (protobuf 4 and google-auth are namespace packages): google.fakeproto
     is still served, and the environment's own top-level modules are unaffected."""

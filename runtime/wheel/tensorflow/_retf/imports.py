@@ -57,11 +57,16 @@ class _OnFirstUse(object):
         if fullname not in self.names:
             return None
         import importlib.machinery
+        return run_on_first_use(importlib.machinery.PathFinder.find_spec(fullname, path))
+
+
+def run_on_first_use(spec):
+    """``spec`` (or None) with its loader behind importlib's LazyLoader: the module's code runs on first use of one
+    of its attributes, not on import."""
+    if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
         import importlib.util
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = importlib.util.LazyLoader(spec.loader)
-        return spec
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+    return spec
 
 
 def on_first_use(names, import_first=()):

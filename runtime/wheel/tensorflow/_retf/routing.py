@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-from .imports import Then
+from .imports import Then, run_on_first_use
 from .versions import satisfies
 
 
@@ -88,10 +88,7 @@ class PrivateFinder(object):
         if where is not None:
             import importlib.machinery
             spec = importlib.machinery.PathFinder.find_spec(fullname, [where])
-            if spec is not None and fullname in self.lazy and spec.loader is not None:
-                import importlib.util
-                spec.loader = importlib.util.LazyLoader(spec.loader)
-            return spec
+            return run_on_first_use(spec) if fullname in self.lazy else spec
         if fullname == "pkg_resources" and "pkg_resources" not in sys.modules:
             return self._pkg_resources_spec(path)
         return None

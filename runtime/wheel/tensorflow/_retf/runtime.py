@@ -36,18 +36,14 @@ def mapped_runtimes():
     paths = []
     try:
         with open("/proc/self/maps") as maps:
-            text = maps.read()  # after TensorFlow loads, about a thousand lines: searched, not split line by line
+            lines = maps.read().splitlines()
     except OSError:
         return paths
-    at = text.find("/libstdc++.so")
-    while at >= 0:
-        end = text.find("\n", at)
-        end = len(text) if end < 0 else end
-        line = text[text.rfind("\n", 0, at) + 1:end]
-        path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
-        if "/libstdc++.so" in path and path not in paths:
-            paths.append(path)
-        at = text.find("/libstdc++.so", end)
+    for line in lines:  # after TensorFlow loads, about a thousand: only libstdc++'s are split
+        if "/libstdc++.so" in line:
+            path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
+            if "/libstdc++.so" in path and path not in paths:
+                paths.append(path)
     return paths
 
 
