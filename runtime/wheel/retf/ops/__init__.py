@@ -10,6 +10,7 @@ ops' gradients with TensorFlow, once per process.
 - ``matmul``: transposed_matmul, and route_weight_gradients into MatMul's gradient.
 - ``pair_concat``: pair_concat_grad, pair_dense_input_grad, repeated_pair_grad, and
   route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul.
+- ``gru``: gru_recurrence, and route_dynamic_rnn into tf.nn.dynamic_rnn's loop over a GRUCell.
 - ``decode_csv``: use_fast_decode_csv, retf's kernel for TensorFlow's DecodeCSV.
 - ``allocator``: use_large_block_allocator, retf's CPU allocator for TensorFlow.
 """
@@ -25,6 +26,7 @@ from retf.ops.embedding import (
     embedding_lookup_sparse,
     embedding_lookup_sparse_grad,
 )
+from retf.ops.gru import GRU_RECURRENCE, gru_recurrence, route_dynamic_rnn, routed_dynamic_rnn_loop
 from retf.ops.matmul import (
     WEIGHT_GRADIENT_MAX_VALUES,
     route_weight_gradients,
@@ -48,6 +50,7 @@ from retf.ops.pair_concat import (
 __all__ = [
     "DECODE_CSV_LABEL",
     "EMBEDDING_LOOKUP_SPARSE",
+    "GRU_RECURRENCE",
     "PAIR_CONCAT_GRAD",
     "PAIR_DENSE_INPUT_GRAD",
     "REPEATED_PAIR_GRAD",
@@ -56,12 +59,15 @@ __all__ = [
     "adam_decay_untouched",
     "embedding_lookup_sparse",
     "embedding_lookup_sparse_grad",
+    "gru_recurrence",
     "pair_concat_grad",
     "pair_dense_input_grad",
     "repeated_pair_grad",
+    "route_dynamic_rnn",
     "route_pair_concat_gradients",
     "route_weight_gradients",
     "routed_concat_gradient",
+    "routed_dynamic_rnn_loop",
     "routed_matmul_gradient",
     "routed_pair_dense_gradient",
     "routed_piece_gradient",

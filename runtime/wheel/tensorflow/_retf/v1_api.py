@@ -250,6 +250,13 @@ def expose_v1_api(namespace, config):
                               "ship ([ops] build = false in its recipe): %s; set RETF_FUSED_CONCAT_GRAD=0"
                               % error) from error
         ops.route_pair_concat_gradients()
+    if switches.switch(config, "fused_gru") == "1":
+        try:
+            from retf import ops
+        except ImportError as error:
+            raise ImportError("tf.nn.dynamic_rnn: retf's GRU kernel needs the retf op library, which this build does "
+                              "not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_GRU=0" % error) from error
+        ops.route_dynamic_rnn()
     if switches.switch(config, "fast_decode_csv") == "1":
         try:
             from retf import ops
