@@ -627,14 +627,15 @@ def served_folders(side: Runner, criteo: Path, taobao: Path, tf115: Runner, whee
     for model in PARITY:
         parity_runs(tf115, wheel, criteo, taobao, model)
         folders.append(str(side.folder / f"export-{model}"))
-    return folders + side("estimator_export")["served"] + side("graph_exports")["served"]
+    return folders + side("estimator_export")["served"] + side("graph_exports")["served"] + side("gru_exports")["served"]
 
 
 def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf115, wheel, criteo_csv, taobao_csv):
     """Every bench/ model (a SavedModel over tf.Examples, each model restored from its training), the Estimator
     export with a parsing receiver, a SavedModel of a whole training graph (retf's fused ops in it on the wheel) and
-    a frozen GraphDef: the wheel's exports load on TF 1.15.5 and predict there what the wheel predicts, and TF
-    1.15.5's own exports do the same on the wheel."""
+    a frozen GraphDef, each without and with a GRU loop (retf's kernels on the wheel, TF 1.15's loop in the export):
+    the wheel's exports load on TF 1.15.5 and predict there what the wheel predicts, and TF 1.15.5's own exports do
+    the same on the wheel."""
     exported = {side.recipe.name: served_folders(side, criteo_csv, taobao_csv, tf115, wheel) for side in (tf115, wheel)}
     folders = [folder for side in exported.values() for folder in side]
     served = {side.recipe.name: side("serve_exports", *folders)["served"] for side in (tf115, wheel)}
@@ -655,7 +656,7 @@ def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf1
                 if len(got) != len(values) or worst > SERVED_ATOL:
                     problems.append(f"{folder} {key} on {name}: {len(got)} values, {worst:.2e} from the exporter's")
     assert not problems, "\n".join(problems)
-    assert len(folders) == 2 * (len(PARITY) + 3)
+    assert len(folders) == 2 * (len(PARITY) + 5)
     print(f"{bitwise} of {len(folders)} served models predict bitwise the same on both sides")
 
 
@@ -680,8 +681,20 @@ def test_the_check_reads_what_tf_1_15_reads_and_names_what_it_refuses(tf115, whe
     assert check.returncode == 1 and "Tsegmentids" in check.stdout, check.stdout
     refused = tf115("serve_exports", unconverted)["served"][unconverted]
     assert "Tsegmentids" in refused.get("error", ""), refused
+    gru_meta = tf115_check(v1_venv, wheel("gru_exports")["meta"])
+    assert gru_meta.returncode == 1 and "Retf>GRURecurrence" in gru_meta.stdout, gru_meta.stdout
+    assert "RETF_FUSED_GRU=0" in gru_meta.stdout, gru_meta.stdout
     bad = tf115_check(v1_venv, produced["meta"] + ".missing")
     assert bad.returncode == 2 and bad.stdout == "" and "no such file" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_a_gru_loop_trains_as_on_tf_1_15_in_retfs_kernels(tf115, wheel):
+    """tf.nn.dynamic_rnn over a GRUCell with sequence lengths: TF 1.15.5's losses, with the loop and its gradient in
+    retf's kernels on the wheel (fused_gru) and no while loop left in its training graph."""
+    reference, produced = pair(tf115, wheel, "gru_exports")
+    assert_same_training(reference, produced)
+    assert {"Retf>GRURecurrence", "Retf>GRURecurrenceGrad"} <= set(produced["ops"]), produced["ops"]
+    assert not {"Enter", "Exit", "While"} & set(produced["ops"]) and "Enter" in reference["ops"]
 
 
 def test_the_shipped_op_registry_is_tf_1_15_5s(tf115):

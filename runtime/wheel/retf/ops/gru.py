@@ -17,7 +17,9 @@ def gru_recurrence(x_ru, x_c, h0, lengths, w_ru_h, w_c_h, name=None):
     Returns (outputs [T, B, H], final [B, H]) as tf.nn.dynamic_rnn's loop returns them: zero outputs past
     a row's length, whose final state is its last step's.
     """
-    outputs, final, _, _ = load_library().retf_gru_recurrence(x_ru, x_c, h0, lengths, w_ru_h, w_c_h, name=name)
+    # named without the op's ">", which TF 1.15 refuses in a node's name (a served graph keeps this node)
+    outputs, final, _, _ = load_library().retf_gru_recurrence(x_ru, x_c, h0, lengths, w_ru_h, w_c_h,
+                                                              name=name or "GRURecurrence")
     return outputs, final
 
 

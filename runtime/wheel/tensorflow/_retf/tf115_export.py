@@ -40,6 +40,7 @@ _RETF_SWITCHES = (
     ("Retf>PairConcatGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
     ("Retf>PairDenseInputGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
     ("Retf>RepeatedPairGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
+    ("Retf>GRURecurrence", "build the graph with RETF_FUSED_GRU=0"),
 )
 # Collections a SavedModel's loader runs, besides its signatures and its saver.
 _SERVED_COLLECTIONS = ("saved_model_main_op", "legacy_init_op", "saved_model_train_op", "table_initializer",
@@ -255,13 +256,120 @@ def _sparse_segment_sum_grad(node, scope):
     return True
 
 
+# The inputs of Retf>GRURecurrence, in order, as the loop's placeholders are named.
+_GRU_INPUTS = ("x_ru", "x_c", "h0", "lengths", "w_ru_h", "w_c_h")
+_gru_loops = []
+
+
+def _gru_loop_graph():
+    """A GraphDef of the while loop TF 1.15 runs for Retf>GRURecurrence's outputs and final state (tf.nn.dynamic_rnn's
+    loop over a GRUCell, the input's products taken): placeholders named _GRU_INPUTS, Identity nodes "outputs" and
+    "final". Built once, in TF 1.x's control flow (Enter, Merge, Switch, NextIteration, Exit, TensorArrayV3)."""
+    if _gru_loops:
+        return _gru_loops[0]
+    from tensorflow.python.framework import dtypes, ops
+    from tensorflow.python.ops import (
+        array_ops,
+        clip_ops,
+        control_flow_ops,
+        control_flow_util,
+        math_ops,
+        tensor_array_ops,
+    )
+    v2 = control_flow_util.ENABLE_CONTROL_FLOW_V2
+    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
+    try:
+        with ops.Graph().as_default() as graph:
+            x_ru, x_c, h0, lengths, w_ru_h, w_c_h = (
+                array_ops.placeholder(dtypes.int32 if name == "lengths" else dtypes.float32, name=name)
+                for name in _GRU_INPUTS)
+            steps = array_ops.shape(x_c)[0]
+            lengths = clip_ops.clip_by_value(lengths, 0, steps)
+            inputs_ru = tensor_array_ops.TensorArray(dtypes.float32, size=steps, name="x_ru_steps").unstack(x_ru)
+            inputs_c = tensor_array_ops.TensorArray(dtypes.float32, size=steps, name="x_c_steps").unstack(x_c)
+            written = tensor_array_ops.TensorArray(dtypes.float32, size=steps, name="outputs_steps")
+
+            def step(t, h, out):
+                r, u = array_ops.split(math_ops.sigmoid(inputs_ru.read(t) + math_ops.matmul(h, w_ru_h)), 2, axis=1)
+                c = math_ops.tanh(inputs_c.read(t) + math_ops.matmul(r * h, w_c_h))
+                new = u * h + (1.0 - u) * c
+                valid = math_ops.less(t, lengths)
+                return (t + 1, array_ops.where(valid, new, h),
+                        out.write(t, array_ops.where(valid, new, array_ops.zeros_like(new))))
+
+            _, final, written = control_flow_ops.while_loop(lambda t, h, out: t < steps, step, [0, h0, written])
+            array_ops.identity(written.stack(), name="outputs")
+            array_ops.identity(final, name="final")
+    finally:
+        control_flow_util.ENABLE_CONTROL_FLOW_V2 = v2
+    _gru_loops.append(graph.as_graph_def())
+    return _gru_loops[0]
+
+
+def _gru_recurrence_loop(node, scope):
+    """Retf>GRURecurrence (fused_gru) as the while loop TF 1.15 runs for it, where nothing reads what the node keeps
+    for its gradient (a served graph: a SavedModel's after its training ops are left out, a frozen graph). The
+    node becomes an IdentityN of the loop's outputs and final state, so its readers keep their inputs. True if
+    done."""
+    data = [i for i in node.input if not i.startswith("^")]
+    if scope.in_function or len(data) != len(_GRU_INPUTS):
+        return False
+    kept = ("%s:2" % node.name, "%s:3" % node.name)  # the gates and states its gradient reads
+    readers = [other for other in scope.nodes if any(i.lstrip("^") in kept for i in other.input)]
+    read = set(_node_name(i) for other in scope.nodes for i in other.input)
+    # the zeros tf.gradients made for them, left unread when a SavedModel leaves the gradient out, may stay
+    if any(reader.op != "ZerosLike" or reader.name in read for reader in readers):
+        return False
+    prefix = scope.new_name(node.name + "/tf115_loop")
+    loop = _gru_loop_graph()
+    fed = dict(zip(_GRU_INPUTS, data))
+    names = dict((n.name, "%s/%s" % (prefix, n.name)) for n in loop.node if n.name not in fed)
+
+    def reference(text):
+        control, name = text.startswith("^"), text.lstrip("^")
+        base, _, port = name.partition(":")
+        if base in fed:
+            return fed[base]
+        return ("^" if control else "") + names[base] + (":" + port if port else "")
+
+    for original in loop.node:
+        if original.name in fed:
+            continue
+        added = scope.nodes.add()
+        added.CopyFrom(original)
+        added.name, added.device = names[original.name], node.device
+        del added.input[:]
+        added.input.extend(reference(i) for i in original.input)
+        if "frame_name" in added.attr:  # each loop's frame its own
+            added.attr["frame_name"].s = ("%s/%s" % (prefix, added.attr["frame_name"].s.decode())).encode()
+        if "_class" in added.attr:
+            located = [b"loc:@" + reference(v.decode()[len("loc:@"):]).encode() for v in added.attr["_class"].list.s]
+            del added.attr["_class"].list.s[:]
+            added.attr["_class"].list.s.extend(located)
+        scope.by_name[added.name] = added
+    for reader in readers:  # unread: zeros of the loop's outputs instead
+        reader.input[0] = names["outputs"]
+    from tensorflow.core.framework import types_pb2
+    control = [i for i in node.input if i.startswith("^")]
+    node.op = "IdentityN"
+    del node.input[:]
+    node.input.extend([names["outputs"], names["final"]] + control)
+    node.attr.clear()
+    node.attr["T"].list.type.extend([types_pb2.DT_FLOAT, types_pb2.DT_FLOAT])
+    return True
+
+
 _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: parse with tf.io.FixedLenFeature "
-                              "and VarLenFeature only"}
+                              "and VarLenFeature only",
+            "Retf>GRURecurrence": "its gradient is in the graph; a SavedModel leaves the gradient out and a frozen graph "
+                                  "has none, and those hold TF 1.15's loop in its place; or build the graph with "
+                                  "RETF_FUSED_GRU=0"}
 _SEGMENT_OPS = ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN", "SparseSegmentSumWithNumSegments",
                 "SparseSegmentMeanWithNumSegments", "SparseSegmentSqrtNWithNumSegments", "SparseSegmentMeanGrad",
                 "SparseSegmentSqrtNGrad")
 # TF 1.15's form of a node, by op: True if the node now has it, False if this one cannot.
-_REWRITES = dict([("ParseExampleV2", _parse_example_v1), ("SparseSegmentSumGrad", _sparse_segment_sum_grad)]
+_REWRITES = dict([("ParseExampleV2", _parse_example_v1), ("SparseSegmentSumGrad", _sparse_segment_sum_grad),
+                  ("Retf>GRURecurrence", _gru_recurrence_loop)]
                  + [(op, _segment_ids_int32) for op in _SEGMENT_OPS])
 
 
@@ -276,7 +384,10 @@ def _to_tf115(scope, registry_115, findings, where, op_defs, rewrite):
     """Rewrite the nodes of ``scope`` in place (unless not ``rewrite``: only look); record in ``findings`` what
     TF 1.15 still cannot read."""
     from google.protobuf import text_format
-    for node in list(scope.nodes):
+    index = 0
+    while index < len(scope.nodes):  # the nodes a rewrite adds are checked in turn
+        node = scope.nodes[index]
+        index += 1
         form = _REWRITES.get(node.op) if rewrite else None
         if form is not None and not form(node, scope):
             findings.add(node, "this node has no TF 1.15 form (%s)" % _NO_FORM.get(node.op, "its types"),
@@ -472,7 +583,8 @@ def _rewrite_graph_quietly(graph_def):
 
 def _rewrite_saved_meta_graph(meta_graph_def):
     findings = to_tf115(meta_graph_def.graph_def)
-    prune_for_serving(meta_graph_def, findings)
+    if prune_for_serving(meta_graph_def, findings) and findings.unreadable:
+        findings = to_tf115(meta_graph_def.graph_def)  # a served node the training ops kept from its form (a GRU loop)
     _refresh_op_list(meta_graph_def)
     return findings
 
