@@ -479,16 +479,17 @@ def test_bench_model_trains_as_on_tf_1_15(tf115, wheel, criteo_csv, taobao_csv, 
 BENCH_PUBLIC = REPO / "bench" / "public"
 
 
-@pytest.mark.parametrize("program, steps", (("wide_and_deep", 10), ("deepfm", 10), ("din", 30)))
+@pytest.mark.parametrize("program, steps", (("wide_and_deep", 10), ("deepfm", 10), ("din", 30), ("dien", 30)))
 def test_public_style_program_trains_on_both_sides(tf115, wheel, criteo_csv, taobao_csv, program, steps):
-    """bench/public/'s W&D, DeepFM and DIN, written as DeepRec's model zoo writes them for stock TensorFlow (feature-
-    column tables under partitioners; W&D: Adam for the MLP and FTRL for the linear part; DeepFM: batch normalization
-    in training mode, one Adam; DIN: vocabulary-file columns, tables shared by the target and the behaviour sequence,
-    clipped gradients; a MonitoredTrainingSession that checkpoints), run unchanged on both sides: every step, the
-    wheel's Adam in retf's fused kernel, and the loss falls on both. Their initializers carry no op seeds, as the
+    """bench/public/'s W&D, DeepFM, DIN and DIEN, written as DeepRec's model zoo writes them for stock TensorFlow
+    (feature-column tables under partitioners; W&D: Adam for the MLP and FTRL for the linear part; DeepFM: batch
+    normalization in training mode, one Adam; DIN: vocabulary-file columns, tables shared by the target and the
+    behaviour sequence, clipped gradients; DIEN: DIN's input, a GRUCell's dynamic_rnn, an auxiliary loss and an AUGRU
+    on tf.contrib's _Linear; a MonitoredTrainingSession that checkpoints), run unchanged on both sides: every step,
+    the wheel's Adam in retf's fused kernel, and the loss falls on both. Their initializers carry no op seeds, as the
     recipes write them, so the sides start from different weights (bench/MODELS.md, "Same seeds, different AUC") and
     their losses are not compared step by step."""
-    data = taobao_csv if program == "din" else criteo_csv
+    data = taobao_csv if program in ("din", "dien") else criteo_csv
 
     def train(side: Runner) -> dict:
         env_option = ("--env", side.venv) if side.venv else ()
