@@ -90,11 +90,13 @@ CATALOG = {
     "deepfm_public": ("criteo", ["adam"]),
     "din_public": ("taobao", ["adam"]),
     "dien_public": ("taobao", ["adam"]),
+    "bst_public": ("taobao", ["adam"]),
 }
 PUBLIC = {"wide_deep_public": REPO / "bench" / "public" / "wide_and_deep.py",
           "deepfm_public": REPO / "bench" / "public" / "deepfm.py",
           "din_public": REPO / "bench" / "public" / "din.py",
-          "dien_public": REPO / "bench" / "public" / "dien.py"}
+          "dien_public": REPO / "bench" / "public" / "dien.py",
+          "bst_public": REPO / "bench" / "public" / "bst.py"}
 # Stock Adam updates every row of every table each step (~3 steps/s here): fewer steps for it.
 STEPS = {"adam": 30, "adagrad": 80, "lazyadam": 80, "ftrl": 80, "sgd": 80}
 

@@ -479,17 +479,21 @@ def test_bench_model_trains_as_on_tf_1_15(tf115, wheel, criteo_csv, taobao_csv, 
 BENCH_PUBLIC = REPO / "bench" / "public"
 
 
-@pytest.mark.parametrize("program, steps", (("wide_and_deep", 10), ("deepfm", 10), ("din", 30), ("dien", 30)))
-def test_public_style_program_trains_on_both_sides(tf115, wheel, criteo_csv, taobao_csv, program, steps):
+# BST's recipe takes a categorical cross-entropy over the batch's squeezed probabilities (one distribution over the
+# batch), which a few steps do not move: it is run, not asked to fall.
+@pytest.mark.parametrize("program, steps, falls", (("wide_and_deep", 10, True), ("deepfm", 10, True), ("din", 30, True),
+                                                   ("dien", 30, True), ("bst", 10, False)))
+def test_public_style_program_trains_on_both_sides(tf115, wheel, criteo_csv, taobao_csv, program, steps, falls):
     """bench/public/'s W&D, DeepFM, DIN and DIEN, written as DeepRec's model zoo writes them for stock TensorFlow
     (feature-column tables under partitioners; W&D: Adam for the MLP and FTRL for the linear part; DeepFM: batch
     normalization in training mode, one Adam; DIN: vocabulary-file columns, tables shared by the target and the
     behaviour sequence, clipped gradients; DIEN: DIN's input, a GRUCell's dynamic_rnn, an auxiliary loss and an AUGRU
-    on tf.contrib's _Linear; a MonitoredTrainingSession that checkpoints), run unchanged on both sides: every step,
-    the wheel's Adam in retf's fused kernel, and the loss falls on both. Their initializers carry no op seeds, as the
+    on tf.contrib's _Linear; BST: sequence_input_layer, a transformer block with Keras's LayerNormalization; a
+    MonitoredTrainingSession that checkpoints), run unchanged on both sides: every step, the wheel's Adam in retf's
+    fused kernel, and the loss falls on both. Their initializers carry no op seeds, as the
     recipes write them, so the sides start from different weights (bench/MODELS.md, "Same seeds, different AUC") and
     their losses are not compared step by step."""
-    data = taobao_csv if program in ("din", "dien") else criteo_csv
+    data = taobao_csv if program in ("din", "dien", "bst") else criteo_csv
 
     def train(side: Runner) -> dict:
         env_option = ("--env", side.venv) if side.venv else ()
@@ -504,7 +508,7 @@ def test_public_style_program_trains_on_both_sides(tf115, wheel, criteo_csv, tao
     for result in (reference, produced):
         assert result["steps"] == steps and len(result["losses"]) == steps + 2
         assert all(math.isfinite(loss) for loss in result["losses"]) and 0.0 <= result["auc"] <= 1.0
-        assert statistics.mean(result["losses"][-4:]) < result["losses"][0], result["losses"]
+        assert not falls or statistics.mean(result["losses"][-4:]) < result["losses"][0], result["losses"]
 
 
 def test_op_seeded_randomness_is_tf_1_15s_and_graph_seeded_is_not(tf115, wheel):
