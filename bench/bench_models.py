@@ -6,9 +6,9 @@
     python bench/bench_models.py --models deepfm --optimizers adam,lazyadam --profile   # also trace, top ops
 
 Runs bench/models/*.py unchanged (TF 1.x programs: W&D, DeepFM, DLRM, DCN, DCN-V2 on Criteo-format
-data; DSSM, MMoE, DIN, DIEN on Taobao-like data), and bench/public/'s W&D and DeepFM as public model zoos write
-them (wide_deep_public, deepfm_public: each recipe's own optimizers, under `adam`), with each optimizer on three
-sides (--sides):
+data; DSSM, MMoE, DIN, DIEN on Taobao-like data), and bench/public/'s W&D, DeepFM, DIN, DIEN and BST as public
+model zoos write them (wide_deep_public, deepfm_public, din_public, dien_public, bst_public: each recipe's own
+optimizers, under `adam`), with each optimizer on three sides (--sides):
   TF 1.15.5           `retfwheel run --recipe recipes/emulated-py36.toml`
   wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
