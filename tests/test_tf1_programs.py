@@ -695,11 +695,14 @@ def test_the_check_reads_what_tf_1_15_reads_and_names_what_it_refuses(tf115, whe
 
 def test_a_gru_loop_trains_as_on_tf_1_15_in_retfs_kernels(tf115, wheel):
     """tf.nn.dynamic_rnn over a GRUCell with sequence lengths: TF 1.15.5's losses, with the loop and its gradient in
-    retf's kernels on the wheel (fused_gru) and no while loop left in its training graph."""
+    retf's kernels on the wheel (fused_gru) and no while loop left in its training graph; an input of unknown depth
+    refused as TF 1.15.5 refuses it."""
     reference, produced = pair(tf115, wheel, "gru_exports")
     assert_same_training(reference, produced)
     assert {"Retf>GRURecurrence", "Retf>GRURecurrenceGrad"} <= set(produced["ops"]), produced["ops"]
     assert not {"Enter", "Exit", "While"} & set(produced["ops"]) and "Enter" in reference["ops"]
+    assert produced["unknown_depth"] == reference["unknown_depth"], (produced["unknown_depth"], reference)
+    assert reference["unknown_depth"].startswith("ValueError: Input size (depth of inputs) must be accessible")
 
 
 def test_the_shipped_op_registry_is_tf_1_15_5s(tf115):

@@ -9,8 +9,9 @@ loop and its gradient are retf's kernels (fused_gru). After 20 steps, from the t
 - simple/: tf.saved_model.simple_save of the whole training graph (the gradient's kernel in it);
 - frozen/: graph_util.convert_variables_to_constants, written with tf.gfile as frozen.pb;
 - model.meta: tf.train.export_meta_graph (the training graph, for resuming).
+Then, in a graph of its own, a GRUCell's dynamic_rnn over an input of unknown depth, which TF 1.15 refuses.
 Each served folder gets request.json (the inputs, and the probabilities the session computed for them).
-Prints one JSON line: the losses, the folders, the meta graph and the op types of the training graph.
+Prints one JSON line: the losses, the folders, the meta graph, the op types of the training graph and the refusal.
 """
 import json
 import os
@@ -87,7 +88,14 @@ def main(work_dir):
 
         tf.train.export_meta_graph(filename=os.path.join(work_dir, "model.meta"))
         ops = sorted(set(node.op for node in sess.graph_def.node))
-    print(json.dumps({"losses": losses, "served": [simple, frozen], "ops": ops,
+    with tf.Graph().as_default():  # an input of unknown depth: TF 1.15's own error, as its loop raises it
+        try:
+            tf.nn.dynamic_rnn(tf.nn.rnn_cell.GRUCell(2), tf.placeholder(tf.float32, [None, None, None]),
+                              dtype=tf.float32)
+            unknown_depth = "built"
+        except ValueError as error:
+            unknown_depth = "ValueError: " + str(error).split(",")[0]
+    print(json.dumps({"losses": losses, "served": [simple, frozen], "ops": ops, "unknown_depth": unknown_depth,
                       "meta": os.path.join(work_dir, "model.meta")}))
 
 

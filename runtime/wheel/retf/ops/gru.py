@@ -54,7 +54,9 @@ def _plain_gru(cell, inputs, initial_state):
         return False
     if inputs.dtype != tf.float32 or initial_state.dtype != tf.float32:
         return False
-    return inputs.shape.rank == 3 and inputs.shape[2] is not None and initial_state.shape.rank == 2
+    if inputs.shape.rank != 3 or initial_state.shape.rank != 2:
+        return False
+    return tf.compat.dimension_value(inputs.shape[2]) is not None  # a Dimension in the 1.x API, else an int
 
 
 def _weight(variable):
@@ -63,7 +65,7 @@ def _weight(variable):
 
 def _gru_loop(cell, inputs, initial_state, sequence_length):
     """dynamic_rnn's loop of a plain GRUCell (see _plain_gru) as gru_recurrence: (outputs [T, B, H], final)."""
-    shape, width, units = tf.shape(inputs), int(inputs.shape[2]), cell._num_units
+    shape, width, units = tf.shape(inputs), tf.compat.dimension_value(inputs.shape[2]), cell._num_units
     steps, batch = shape[0], shape[1]
     if not cell.built:  # the cell's variables, named as the loop's first step names them (ops never run)
         cell(tf.zeros([1, width]), tf.zeros([1, units]))
