@@ -114,19 +114,6 @@ class DIEN(din.DIN):
         noclick_loss = -tf.reshape(tf.log(1.0 - noclick_prop), [-1, tf.shape(noclick_seq)[1]]) * mask
         return tf.reduce_mean(click_loss + noclick_loss)
 
-    def _attention_weights(self, query, facts, mask):
-        """DIN's activation unit in the recipe's list mode: the masked softmax weights [B, T]."""
-        facts_size = facts.get_shape().as_list()[-1]
-        query = self._prelu(tf.layers.dense(query, facts_size, activation=None, name="f1_att_query"))
-        queries = tf.reshape(tf.tile(query, [1, tf.shape(facts)[1]]), tf.shape(facts))
-        din_all = tf.concat([queries, facts, queries - facts, queries * facts], axis=-1)
-        hidden = tf.layers.dense(din_all, 80, activation=tf.nn.sigmoid, name="f1_att")
-        hidden = tf.layers.dense(hidden, 40, activation=tf.nn.sigmoid, name="f2_att")
-        scores = tf.reshape(tf.layers.dense(hidden, 1, activation=None, name="f3_att"), [-1, 1, tf.shape(facts)[1]])
-        paddings = tf.ones_like(scores) * (-2 ** 32 + 1)
-        scores = tf.nn.softmax(tf.where(tf.expand_dims(mask, 1), scores, paddings))
-        return tf.reshape(scores, [-1, tf.shape(facts)[1]])
-
     def _create_model(self):
         with tf.variable_scope("input_layer", partitioner=self._input_layer_partitioner, reuse=tf.AUTO_REUSE):
             uid_emb, item_emb, his_item_emb, noclk_his_item_emb, sequence_length = self._embedding_input_layer()
@@ -139,20 +126,13 @@ class DIEN(din.DIN):
             self._aux_loss = self._auxiliary_loss(run_output_1[:, :-1, :], his_item_emb[:, 1:, :],
                                                   noclk_his_item_emb[:, 1:, :], mask[:, 1:], stag="gru")
         with tf.variable_scope("attention_layer"):
-            alphas = self._attention_weights(item_emb, run_output_1, mask)
+            alphas = tf.reshape(self._attention_scores(item_emb, run_output_1, mask), [-1, tf.shape(run_output_1)[1]])
         with tf.variable_scope("rnn_2"):
             _, final_state2 = tf.nn.dynamic_rnn(VecAttGRUCell(HIDDEN_SIZE),
                                                 inputs=[run_output_1, tf.expand_dims(alphas, -1)],
                                                 sequence_length=sequence_length, dtype=tf.float32, scope="gru2")
-        top_input = tf.concat([uid_emb, item_emb, item_his_eb_sum, item_emb * item_his_eb_sum, final_state2], 1)
-        with tf.variable_scope("top_mlp_layer", partitioner=self._dense_layer_partitioner, reuse=tf.AUTO_REUSE):
-            net = tf.layers.batch_normalization(inputs=top_input, name="bn1")
-            net = tf.nn.relu(tf.layers.dense(net, 200, activation=None, name="dnn1"))
-            net = tf.nn.relu(tf.layers.dense(net, 80, activation=None, name="dnn2"))
-            net = tf.layers.dense(net, 2, activation=None, name="dnn3")
-            self._logits = tf.layers.dense(net, 1, activation=None, name="logits")
-        self.probability = tf.math.sigmoid(self._logits)
-        self.output = tf.round(self.probability)
+        self._top_mlp(tf.concat([uid_emb, item_emb, item_his_eb_sum, item_emb * item_his_eb_sum, final_state2], 1),
+                      self._dense_layer_partitioner)
 
     def _create_loss(self):
         super(DIEN, self)._create_loss()

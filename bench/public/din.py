@@ -91,6 +91,10 @@ class DIN(Model):
             return tf.nn.relu(x) + alpha * (x - abs(x)) * 0.5
 
     def _attention(self, query, facts, mask):
+        return tf.matmul(self._attention_scores(query, facts, mask), facts)
+
+    def _attention_scores(self, query, facts, mask):
+        """DIN's activation unit: the masked softmax weights of the sequence's steps, [B, 1, T]."""
         facts_size = facts.get_shape().as_list()[-1]
         query = self._prelu(tf.layers.dense(query, facts_size, activation=None, name="f1_att_query"))
         queries = tf.reshape(tf.tile(query, [1, tf.shape(facts)[1]]), tf.shape(facts))
@@ -100,8 +104,7 @@ class DIN(Model):
         scores = tf.layers.dense(hidden, 1, activation=None, name="f3_att")
         scores = tf.reshape(scores, [-1, 1, tf.shape(facts)[1]])
         paddings = tf.ones_like(scores) * (-2 ** 32 + 1)
-        scores = tf.nn.softmax(tf.where(tf.expand_dims(mask, 1), scores, paddings))
-        return tf.matmul(scores, facts)
+        return tf.nn.softmax(tf.where(tf.expand_dims(mask, 1), scores, paddings))
 
     def _lookup(self, builder, column, table, get_seq_len=False):
         sparse_tensors = column._get_sparse_tensors(builder)
@@ -136,8 +139,11 @@ class DIN(Model):
             mask = tf.sequence_mask(sequence_length)
         with tf.variable_scope("attention_layer"):
             att_fea = tf.reduce_sum(self._attention(item_emb, his_item_emb, mask), 1)
-        top_input = tf.concat([uid_emb, item_emb, item_his_eb_sum, item_emb * item_his_eb_sum, att_fea], 1)
-        with tf.variable_scope("top_mlp_layer", reuse=tf.AUTO_REUSE):
+        self._top_mlp(tf.concat([uid_emb, item_emb, item_his_eb_sum, item_emb * item_his_eb_sum, att_fea], 1))
+
+    def _top_mlp(self, top_input, partitioner=None):
+        """The batch-normalized 200-80-2 MLP to the logit, and the probability and prediction."""
+        with tf.variable_scope("top_mlp_layer", partitioner=partitioner, reuse=tf.AUTO_REUSE):
             net = tf.layers.batch_normalization(inputs=top_input, name="bn1")
             net = tf.nn.relu(tf.layers.dense(net, 200, activation=None, name="dnn1"))
             net = tf.nn.relu(tf.layers.dense(net, 80, activation=None, name="dnn2"))
