@@ -58,6 +58,12 @@ class GRURecurrenceTest(unittest.TestCase):
             grads = tf.gradients(loss, wrt)
             with v1.Session(graph=graph) as session:
                 session.run(v1.global_variables_initializer())
+                # the same weights on both paths: an initializer without an op seed draws by the graph's op count
+                # (and, in newer TensorFlows, by process-wide counters), in which the two graphs differ
+                weights = np.random.RandomState(seed)
+                for variable in variables:
+                    shape = variable.shape.as_list()
+                    variable.load(weights.uniform(-0.5, 0.5, shape).astype(np.float32), session)
                 values = session.run([outputs, final] + grads)
         self.rnn._dynamic_rnn_loop = self.loop
         return values, [v.name for v in variables], _loop_ops(graph)
