@@ -19,6 +19,16 @@
 #include "tensorflow/core/util/work_sharder.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
+// glibc 2.27 gave expf a new symbol version (the same function without the SVID error handling), which Eigen's
+// scalar sigmoid and tanh call: a library compiled against a newer glibc would need it and not load on the glibc
+// (2.17 to 2.27) users have. Bind the calls to its first version, which every glibc has (as sparse_apply_rows.h
+// does for pow).
+#if defined(__GLIBC__) && defined(__x86_64__)
+__asm__(".symver expf,expf@GLIBC_2.2.5");
+#elif defined(__GLIBC__) && defined(__aarch64__)
+__asm__(".symver expf,expf@GLIBC_2.17");
+#endif
+
 namespace tensorflow {
 namespace {
 
