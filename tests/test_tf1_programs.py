@@ -632,13 +632,15 @@ def served_folders(side: Runner, criteo: Path, taobao: Path, tf115: Runner, whee
     for model in PARITY:
         parity_runs(tf115, wheel, criteo, taobao, model)
         folders.append(str(side.folder / f"export-{model}"))
-    return folders + side("estimator_export")["served"] + side("graph_exports")["served"] + side("gru_exports")["served"]
+    return (folders + side("estimator_export")["served"] + side("graph_exports")["served"] + side("gru_exports")["served"]
+            + side("attention_exports")["served"])
 
 
 def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf115, wheel, criteo_csv, taobao_csv):
     """Every bench/ model (a SavedModel over tf.Examples, each model restored from its training), the Estimator
     export with a parsing receiver, a SavedModel of a whole training graph (retf's fused ops in it on the wheel) and
-    a frozen GraphDef, each without and with a GRU loop (retf's kernels on the wheel, TF 1.15's loop in the export):
+    a frozen GraphDef, each without and with a GRU loop (retf's kernels on the wheel, TF 1.15's loop in the export)
+    and with an attention block (its products labelled for retf's kernel on the wheel, the labels left out of the export):
     the wheel's exports load on TF 1.15.5 and predict there what the wheel predicts, and TF 1.15.5's own exports do
     the same on the wheel."""
     exported = {side.recipe.name: served_folders(side, criteo_csv, taobao_csv, tf115, wheel) for side in (tf115, wheel)}
@@ -661,7 +663,7 @@ def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf1
                 if len(got) != len(values) or worst > SERVED_ATOL:
                     problems.append(f"{folder} {key} on {name}: {len(got)} values, {worst:.2e} from the exporter's")
     assert not problems, "\n".join(problems)
-    assert len(folders) == 2 * (len(PARITY) + 5)
+    assert len(folders) == 2 * (len(PARITY) + 7)
     print(f"{bitwise} of {len(folders)} served models predict bitwise the same on both sides")
 
 
@@ -703,6 +705,15 @@ def test_a_gru_loop_trains_as_on_tf_1_15_in_retfs_kernels(tf115, wheel):
     assert not {"Enter", "Exit", "While"} & set(produced["ops"]) and "Enter" in reference["ops"]
     assert produced["unknown_depth"] == reference["unknown_depth"], (produced["unknown_depth"], reference)
     assert reference["unknown_depth"].startswith("ValueError: Input size (depth of inputs) must be accessible")
+
+
+def test_an_attention_block_trains_as_on_tf_1_15_in_retfs_batch_product_kernel(tf115, wheel):
+    """A masked self-attention as public BST code writes it (tf.matmul over batches of [10, 8] matrices): TF 1.15.5's
+    losses, with each of the training graph's six products (two, and two in each of their gradients) labelled for
+    retf's BatchMatMulV2 kernel on the wheel (small_batch_matmul) and none on TF 1.15.5."""
+    reference, produced = pair(tf115, wheel, "attention_exports")
+    assert_same_training(reference, produced)
+    assert produced["labels"] == ["retf"] * 6 and reference["labels"] == [""] * 6, (produced, reference)
 
 
 def test_the_shipped_op_registry_is_tf_1_15_5s(tf115):

@@ -18,9 +18,9 @@ import unittest
 
 import checks  # noqa: I001  (first: it sets up the process before TensorFlow and NumPy load)
 import numpy as np
+from checks import batch_matmul, transposed_matmul
 from checks.large_block_allocator import allocator_outputs
 from checks.threads import threaded_outputs
-from checks.transposed_matmul import isa_outputs
 
 
 def check_classes():
@@ -81,8 +81,9 @@ def main():
         with open(sys.argv[2], "w") as stream:
             json.dump(allocator_outputs(), stream)
         return
-    if len(sys.argv) == 4 and sys.argv[1] == "--isa-outputs":
-        np.savez(sys.argv[3], **isa_outputs())
+    if len(sys.argv) == 4 and sys.argv[1] == "--isa-outputs":  # a family's outputs on the path its variable allows
+        family = {"transposed_matmul": transposed_matmul, "batch_matmul": batch_matmul}[sys.argv[2]]
+        np.savez(sys.argv[3], **family.isa_outputs())
         return
     # One namespace holding every family's classes: unittest finds them all, or the named ones, in it.
     every_check = types.ModuleType("retf_op_checks")

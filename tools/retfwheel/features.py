@@ -77,6 +77,10 @@ FEATURES: tuple[Feature, ...] = (
     Feature("fused_gru", "RETF_FUSED_GRU", ON_OFF, "0", "api",
             "tf.nn.dynamic_rnn over a tf.nn.rnn_cell.GRUCell runs its whole loop, and its gradient, as one retf kernel",
             "tf.nn.dynamic_rnn's GRUCell loop in one retf kernel"),
+    Feature("small_batch_matmul", "RETF_SMALL_BATCH_MATMUL", ON_OFF, "0", "api",
+            "tf.matmul over batches of small float32 matrices (attention's scores and weighted sums, and their "
+            "gradients) runs retf's kernel for TensorFlow's BatchMatMulV2",
+            "small batch products of tf.matmul in retf's kernel"),
     Feature("fast_decode_csv", "RETF_FAST_DECODE_CSV", ON_OFF, "0", "api",
             "DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel: TensorFlow's results, faster",
             "DecodeCSV in retf's kernel"),
@@ -134,6 +138,8 @@ VARIABLES: tuple[Variable, ...] = (
              "gradient does not name in an op of their own, early in the step"),
     Variable("RETF_TRANSPOSED_MATMUL_ISA", "avx512, fma, avx or plain", "the wheel (the op library)",
              "caps the instruction set of retf's transposed product (default: the best the CPU has)"),
+    Variable("RETF_BATCH_MATMUL_ISA", "fma, avx or plain", "the wheel (the op library)",
+             "caps the instruction set of retf's batch product kernel (default: the best the CPU has)"),
     Variable("RETFWHEEL_CACHE_DIR", "a folder", "the tool", "where downloads, environments and compiled op libraries "
              "are cached (default: $XDG_CACHE_HOME/retfwheel, else ~/.cache/retfwheel)"),
     Variable("RETF_PYTHON36, RETF_PYTHON37, ...", "an interpreter", "the tool", "the target interpreter for a "

@@ -63,7 +63,7 @@ class TransposedMatMulTest(unittest.TestCase):
             for isa in ("avx512", "fma", "avx", "plain"):
                 path = os.path.join(scratch, isa + ".npz")
                 env = dict(os.environ, RETF_TRANSPOSED_MATMUL_ISA=isa)
-                subprocess.check_call([sys.executable, RUNNER, "--isa-outputs", isa, path], env=env)
+                subprocess.check_call([sys.executable, RUNNER, "--isa-outputs", "transposed_matmul", path], env=env)
                 with np.load(path) as data:
                     runs[isa] = {key: data[key] for key in data.files}
         for key in runs["fma"]:

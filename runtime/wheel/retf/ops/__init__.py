@@ -10,6 +10,7 @@ ops' gradients with TensorFlow, once per process.
 - ``matmul``: transposed_matmul, and route_weight_gradients into MatMul's gradient.
 - ``pair_concat``: pair_concat_grad, pair_dense_input_grad, repeated_pair_grad, and
   route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul.
+- ``batch_matmul``: route_batch_matmul, retf's kernel for small batch products of tf.matmul.
 - ``gru``: gru_recurrence, and route_dynamic_rnn into tf.nn.dynamic_rnn's loop over a GRUCell.
 - ``decode_csv``: use_fast_decode_csv, retf's kernel for TensorFlow's DecodeCSV.
 - ``allocator``: use_large_block_allocator, retf's CPU allocator for TensorFlow.
@@ -19,6 +20,7 @@ from retf.ops._common import _loaded_library  # noqa: F401  (the op checks call 
 from retf.ops.adagrad_ftrl import sparse_apply_adagrad, sparse_apply_adagrad_decay, sparse_apply_ftrl
 from retf.ops.adam import adam_decay_untouched, sparse_apply_adam, sparse_apply_adam_async, sparse_apply_adam_dense
 from retf.ops.allocator import use_large_block_allocator
+from retf.ops.batch_matmul import BATCH_MATMUL_LABEL, labels_for_retf, route_batch_matmul
 from retf.ops.decode_csv import DECODE_CSV_LABEL, use_fast_decode_csv
 from retf.ops.embedding import (
     EMBEDDING_LOOKUP_SPARSE,
@@ -48,6 +50,7 @@ from retf.ops.pair_concat import (
 )
 
 __all__ = [
+    "BATCH_MATMUL_LABEL",
     "DECODE_CSV_LABEL",
     "EMBEDDING_LOOKUP_SPARSE",
     "GRU_RECURRENCE",
@@ -60,9 +63,11 @@ __all__ = [
     "embedding_lookup_sparse",
     "embedding_lookup_sparse_grad",
     "gru_recurrence",
+    "labels_for_retf",
     "pair_concat_grad",
     "pair_dense_input_grad",
     "repeated_pair_grad",
+    "route_batch_matmul",
     "route_dynamic_rnn",
     "route_pair_concat_gradients",
     "route_weight_gradients",

@@ -42,6 +42,9 @@ _RETF_SWITCHES = (
     ("Retf>RepeatedPairGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
     ("Retf>GRURecurrence", "build the graph with RETF_FUSED_GRU=0"),
 )
+# The kernel label of retf's kernels for TensorFlow's own ops (BatchMatMulV2 under small_batch_matmul, DecodeCSV under a
+# graph's own label map): the nodes are TensorFlow's, which TF 1.15 runs on its kernels once the label is gone.
+_RETF_KERNEL_LABEL = b"retf"
 # Collections a SavedModel's loader runs, besides its signatures and its saver.
 _SERVED_COLLECTIONS = ("saved_model_main_op", "legacy_init_op", "saved_model_train_op", "table_initializer",
                        "asset_filepaths", "saved_model_assets")
@@ -397,6 +400,12 @@ def _to_tf115(scope, registry_115, findings, where, op_defs, rewrite):
         if known is None:
             findings.add(node, "TensorFlow 1.15 has no such op", _fix_for(node.op), where)
             continue
+        if "_kernel" in node.attr and node.attr["_kernel"].s == _RETF_KERNEL_LABEL:
+            if rewrite:  # TensorFlow's own op; TF 1.15 runs it on its own kernel
+                del node.attr["_kernel"]
+            else:
+                findings.add(node, "kernel label \"retf\" (retf's kernel for TensorFlow's own %s), which TensorFlow "
+                             "1.15 has no kernel for" % node.op, _REEXPORT, where)
         current = _current_op(node.op, op_defs)
         defaults = dict((a.name, a.default_value) for a in current.attr if a.HasField("default_value")) \
             if current is not None else {}

@@ -257,6 +257,14 @@ def expose_v1_api(namespace, config):
             raise ImportError("tf.nn.dynamic_rnn: retf's GRU kernel needs the retf op library, which this build does "
                               "not ship ([ops] build = false in its recipe): %s; set RETF_FUSED_GRU=0" % error) from error
         ops.route_dynamic_rnn()
+    if switches.switch(config, "small_batch_matmul") == "1":
+        try:
+            from retf import ops
+            ops.route_batch_matmul()
+        except ImportError as error:
+            raise ImportError("tf.matmul: retf's batch product kernel needs the retf op library, which this build "
+                              "does not ship ([ops] build = false in its recipe): %s; set RETF_SMALL_BATCH_MATMUL=0"
+                              % error) from error
     if switches.switch(config, "fast_decode_csv") == "1":
         try:
             from retf import ops

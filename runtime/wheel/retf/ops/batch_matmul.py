@@ -1,0 +1,62 @@
+"""retf's kernel for TensorFlow's own BatchMatMulV2 on batches of small float32 matrices, and its routing: the
+products tf.matmul builds in a graph (attention's scores and weighted sums, and their gradients) carry the
+kernel label that selects it, and the kernel hands products of larger matrices to TensorFlow's own."""
+
+import tensorflow as tf
+
+from retf._library import load_library
+
+# The kernel label under which retf's BatchMatMulV2 kernel is registered: a node with `_kernel: "retf"` runs it.
+BATCH_MATMUL_LABEL = "retf"
+
+
+def labels_for_retf(op):
+    """Whether op, a BatchMatMulV2 node, gets retf's kernel label: float32, on a CPU (or unplaced), and not a rank-2
+    MatMul-like product. Which of its calls run retf's tiles and which TensorFlow's kernel the kernel decides by
+    the shapes it is given (batch_matmul_kernels.cc: small matrices its tiles, the rest TensorFlow's)."""
+    if op.type != "BatchMatMulV2" or op.get_attr("T") != tf.float32 or "GPU" in op.device.upper():
+        return False
+    ranks = [tensor.shape.rank for tensor in op.inputs]
+    return None in ranks or max(ranks) >= 3
+
+
+def label_batch_product(op):
+    """Give op retf's kernel label if labels_for_retf(op) and it has no label yet; whether it did."""
+    from tensorflow.core.framework import attr_value_pb2
+
+    try:
+        op.get_attr("_kernel")
+        return False  # a label of the graph's own (graph._kernel_label_map) stays
+    except ValueError:
+        pass
+    if not labels_for_retf(op):
+        return False
+    op._set_attr("_kernel", attr_value_pb2.AttrValue(s=BATCH_MATMUL_LABEL.encode()))
+    return True
+
+
+def routed_batch_mat_mul_v2(original):
+    """TensorFlow's generated BatchMatMulV2 wrapper: original's node, labelled for retf's kernel where
+    labels_for_retf says so, in a graph."""
+
+    def batch_mat_mul_v2(x, y, adj_x=False, adj_y=False, name=None):
+        product = original(x, y, adj_x=adj_x, adj_y=adj_y, name=name)
+        if not tf.executing_eagerly() and hasattr(product, "op"):
+            label_batch_product(product.op)
+        return product
+
+    batch_mat_mul_v2.original = original
+    return batch_mat_mul_v2
+
+
+def route_batch_matmul():
+    """Make every BatchMatMulV2 that tf.matmul (tf.linalg.matmul, Keras's layers, BatchMatMulV2's own
+    gradient) builds in a graph from now on in this process run retf's kernel, which takes the small matrices'
+    products itself and hands the rest to TensorFlow's. Idempotent; returns whether it changed the wrapper."""
+    from tensorflow.python.ops import gen_math_ops  # math_ops.matmul reads the wrapper from it at each call
+
+    load_library()  # the kernel the label names registers with the library
+    if getattr(gen_math_ops.batch_mat_mul_v2, "original", None) is not None:
+        return False
+    gen_math_ops.batch_mat_mul_v2 = routed_batch_mat_mul_v2(gen_math_ops.batch_mat_mul_v2)
+    return True
