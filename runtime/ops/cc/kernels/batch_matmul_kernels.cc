@@ -93,7 +93,8 @@ struct BatchIndex {
   std::vector<int64_t> x_matrix, y_matrix;   // per output matrix, the matrix of x and of y it multiplies
 };
 
-Status IndexBatches(const TensorShape& x, const TensorShape& y, BatchIndex* index) {
+// False where they do not broadcast.
+bool IndexBatches(const TensorShape& x, const TensorShape& y, BatchIndex* index) {
   const int x_batch_rank = x.dims() - 2, y_batch_rank = y.dims() - 2;
   const int rank = std::max(x_batch_rank, y_batch_rank);
   std::vector<int64_t> x_dims(rank, 1), y_dims(rank, 1);
@@ -101,10 +102,7 @@ Status IndexBatches(const TensorShape& x, const TensorShape& y, BatchIndex* inde
   for (int d = 0; d < y_batch_rank; ++d) y_dims[rank - y_batch_rank + d] = y.dim_size(d);
   index->batch = TensorShape();
   for (int d = 0; d < rank; ++d) {
-    if (x_dims[d] != y_dims[d] && x_dims[d] != 1 && y_dims[d] != 1) {
-      return errors::InvalidArgument("In[0] and In[1] must have compatible batch dimensions: ", x.DebugString(),
-                                     " vs. ", y.DebugString());
-    }
+    if (x_dims[d] != y_dims[d] && x_dims[d] != 1 && y_dims[d] != 1) return false;
     index->batch.AddDim(x_dims[d] == 1 ? y_dims[d] : x_dims[d]);
   }
   const int64_t count = index->batch.num_elements();
@@ -132,7 +130,7 @@ Status IndexBatches(const TensorShape& x, const TensorShape& y, BatchIndex* inde
       position[d] = 0;
     }
   }
-  return Status();
+  return true;
 }
 
 // The products the tiles take, by their matrices (x [M, K] by y [K, N], after any adjoint): y's matrix at most
@@ -160,22 +158,15 @@ class RetfBatchMatMulOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     const Tensor& y = ctx->input(1);
-    OP_REQUIRES(ctx, x.dims() >= 2, errors::InvalidArgument("In[0] ndims must be >= 2: ", x.dims()));
-    OP_REQUIRES(ctx, y.dims() >= 2, errors::InvalidArgument("In[1] ndims must be >= 2: ", y.dims()));
-    const int64_t x_rows = x.dim_size(x.dims() - 2), x_cols = x.dim_size(x.dims() - 1);
-    const int64_t y_rows = y.dim_size(y.dims() - 2), y_cols = y.dim_size(y.dims() - 1);
-    const int64_t m = adj_x_ ? x_cols : x_rows, k_size = adj_x_ ? x_rows : x_cols;
-    const int64_t n = adj_y_ ? y_rows : y_cols, y_k = adj_y_ ? y_cols : y_rows;
-    if (n < kMinColumns || y_k * n > kMaxYValues) {
+    BatchIndex index;
+    if (!TakesTiles(x.shape(), y.shape(), &index)) {  // TensorFlow's products, and its errors
       tensorflow_kernel_->Compute(ctx);
       return;
     }
-    OP_REQUIRES(ctx, k_size == y_k,
-                errors::InvalidArgument("In[0] mismatch In[1] shape: ", k_size, " vs. ", y_k, ": ",
-                                        x.shape().DebugString(), " ", y.shape().DebugString(), " ", adj_x_, " ",
-                                        adj_y_));
-    BatchIndex index;
-    OP_REQUIRES_OK(ctx, IndexBatches(x.shape(), y.shape(), &index));
+    const int64_t x_rows = x.dim_size(x.dims() - 2), x_cols = x.dim_size(x.dims() - 1);
+    const int64_t y_rows = y.dim_size(y.dims() - 2), y_cols = y.dim_size(y.dims() - 1);
+    const int64_t m = adj_x_ ? x_cols : x_rows, k_size = adj_x_ ? x_rows : x_cols;
+    const int64_t n = adj_y_ ? y_rows : y_cols;
     TensorShape out_shape = index.batch;
     out_shape.AddDim(m);
     out_shape.AddDim(n);
@@ -212,6 +203,17 @@ class RetfBatchMatMulOp : public OpKernel {
   }
 
  private:
+  // Whether this call's product is one for the tiles: valid (matrices that multiply, batches that broadcast;
+  // TensorFlow's kernel words what is not, as the running version does) and small (kMaxYValues, kMinColumns).
+  // Fills index for it.
+  bool TakesTiles(const TensorShape& x, const TensorShape& y, BatchIndex* index) const {
+    if (x.dims() < 2 || y.dims() < 2) return false;
+    const int64_t k_size = x.dim_size(x.dims() - (adj_x_ ? 2 : 1));
+    const int64_t y_k = y.dim_size(y.dims() - (adj_y_ ? 1 : 2)), n = y.dim_size(y.dims() - (adj_y_ ? 2 : 1));
+    if (k_size != y_k || n < kMinColumns || y_k * n > kMaxYValues) return false;
+    return IndexBatches(x, y, index);
+  }
+
   bool adj_x_ = false;
   bool adj_y_ = false;
   const Product product_;
