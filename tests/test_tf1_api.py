@@ -516,6 +516,36 @@ def test_exports_take_tf_1_15s_form_unless_switched_off(v1_venv):
     assert "TensorFlow 1.15 has no such op" in kept["check"][0] and "export it again" in kept["check"][0]
 
 
+ATTENTION_EXPORT = """
+import json, tempfile
+import tensorflow as tf
+from tensorflow._retf import tf115_export
+
+steps = tf.placeholder(tf.float32, [None, 10, 8], name="steps")
+scores = tf.matmul(steps, tf.layers.dense(steps, 8), transpose_b=True)
+output = tf.reduce_sum(tf.matmul(tf.nn.softmax(scores), steps), axis=1)
+folder = tempfile.mkdtemp() + "/saved_model"
+with tf.Session() as session:
+    session.run(tf.global_variables_initializer())
+    tf.saved_model.simple_save(session, folder, {"steps": steps}, {"output": output})
+    labels = [n.attr["_kernel"].s.decode() for n in session.graph_def.node if n.op == "BatchMatMulV2"]
+print(json.dumps({"labels": labels, "check": tf115_export.check(folder)}))
+"""
+
+
+def test_exports_leave_out_retfs_kernel_label_unless_switched_off(v1_venv):
+    """tf.matmul's batch products carry retf's kernel label in the graph (small_batch_matmul); the SavedModel leaves
+    it out, so TF 1.15 runs them on its own kernel, and RETF_TF115_EXPORTS=0 keeps it, which the check names."""
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    rewritten = run_in(recipe, v1_venv, ATTENTION_EXPORT)
+    assert rewritten["labels"] == ["retf", "retf"] and rewritten["check"] == [], rewritten
+    kept = run_in(recipe, v1_venv, ATTENTION_EXPORT, RETF_TF115_EXPORTS="0")
+    assert len(kept["check"]) == 1 and "op BatchMatMulV2" in kept["check"][0], kept["check"]
+    assert 'kernel label "retf"' in kept["check"][0] and "export it again" in kept["check"][0]
+    stock = run_in(recipe, v1_venv, ATTENTION_EXPORT, RETF_SMALL_BATCH_MATMUL="0")
+    assert stock["labels"] == ["", ""] and stock["check"] == []
+
+
 FUSED_LOOKUP_EXPORT = """
 import json, tempfile, warnings
 import tensorflow as tf
