@@ -393,12 +393,15 @@ SWITCHES = [("fused_sparse", "RETF_FUSED_SPARSE"), ("fused_embedding", "RETF_FUS
             ("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD"), ("fast_decode_csv", "RETF_FAST_DECODE_CSV"),
             ("large_block_allocator", "RETF_LARGE_BLOCK_ALLOCATOR"), ("fused_concat_grad", "RETF_FUSED_CONCAT_GRAD"),
             ("fused_gru", "RETF_FUSED_GRU"), ("small_batch_matmul", "RETF_SMALL_BATCH_MATMUL")]
+# The switches whose values keep to TensorFlow's own ops: the op library being off changes nothing.
+OPS_FREE_SWITCHES = [("layer_norm_moments", "RETF_LAYER_NORM_MOMENTS")]
 
 
 def test_every_switch_with_a_variable_is_tested_here():
     from retfwheel.features import FEATURES
 
-    assert {(f.key, f.env) for f in FEATURES if f.env and f.on_off} == set(SWITCHES)
+    assert {(f.key, f.env) for f in FEATURES if f.env and f.on_off and f.needs_ops} == set(SWITCHES)
+    assert {(f.key, f.env) for f in FEATURES if f.env and f.on_off and not f.needs_ops} == set(OPS_FREE_SWITCHES)
 
 
 @pytest.mark.parametrize("switch, variable", SWITCHES)
@@ -416,15 +419,35 @@ def test_fused_switches_follow_their_variables(python36, switch, variable, recip
     assert result.stdout.strip() == printed
 
 
-@pytest.mark.parametrize("switch, variable", SWITCHES)
-@pytest.mark.parametrize("value, ops, message", [
-    ("yes", None, "{variable}=yes is not 0 or 1"),
-    ("1", "0", "{variable}=1 needs the retf op library"),
+@pytest.mark.parametrize("switch, variable", OPS_FREE_SWITCHES)
+@pytest.mark.parametrize("recipe, environ, printed", [
+    ("1", {}, "1"),
+    ("0", {}, "0"),
+    ("1", {"RETF_OPS": "0"}, "1"),  # TensorFlow's own ops either way: the op library does not matter
+    ("0", {"RETF_OPS": "0", "VARIABLE": "1"}, "1"),
+    ("1", {"VARIABLE": "0"}, "0"),
+    ("0", {"VARIABLE": "1"}, "1"),
 ])
-def test_fused_switches_refuse_what_cannot_work(python36, switch, variable, value, ops, message):
-    result = run_switch(python36, switch, "0", {variable: value, **({"RETF_OPS": ops} if ops else {})})
+def test_ops_free_switches_follow_their_variables_with_or_without_the_op_library(python36, switch, variable, recipe,
+                                                                                 environ, printed):
+    environ = {variable if k == "VARIABLE" else k: v for k, v in environ.items()}
+    result = run_switch(python36, switch, recipe, environ)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == printed
+
+
+@pytest.mark.parametrize("switch, variable", SWITCHES + OPS_FREE_SWITCHES)
+def test_switches_refuse_a_value_they_do_not_take(python36, switch, variable):
+    result = run_switch(python36, switch, "0", {variable: "yes"})
     assert result.returncode != 0
-    assert message.format(variable=variable) in result.stderr
+    assert f"{variable}=yes is not 0 or 1" in result.stderr
+
+
+@pytest.mark.parametrize("switch, variable", SWITCHES)
+def test_fused_switches_refuse_to_run_without_the_op_library(python36, switch, variable):
+    result = run_switch(python36, switch, "0", {variable: "1", "RETF_OPS": "0"})
+    assert result.returncode != 0
+    assert f"{variable}=1 needs the retf op library" in result.stderr
 
 
 DEEPREC = """

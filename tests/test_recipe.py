@@ -89,7 +89,7 @@ def test_sparse_adam_kernels_need_the_1x_api_and_the_op_library(tmp_path, mode):
         load_recipe(write(tmp_path, text.replace(mode, "eager")))
 
 
-@pytest.mark.parametrize("key", [f.key for f in FEATURES if f.on_off])
+@pytest.mark.parametrize("key", [f.key for f in FEATURES if f.on_off and f.needs_ops])
 def test_on_off_switches_need_the_1x_api_and_the_op_library(tmp_path, key):
     text = 'api = "v1"\n' + GOOD + f"\n[features]\n{key} = true\n"
     with pytest.raises(RecipeError, match=f'\\[features\\] {key} = true needs api = "v1" and \\[ops\\] build = true'):
@@ -99,6 +99,15 @@ def test_on_off_switches_need_the_1x_api_and_the_op_library(tmp_path, key):
     assert load_recipe(write(tmp_path, GOOD)).feature(key) == "0"
     with pytest.raises(RecipeError, match=f"{key}.*expected true or false"):
         load_recipe(write(tmp_path, text.replace("= true", '= "yes"') + "\n[ops]\nbuild = true\n"))
+
+
+@pytest.mark.parametrize("key", [f.key for f in FEATURES if not f.needs_ops])
+def test_ops_free_switches_need_only_the_1x_api(tmp_path, key):
+    text = GOOD + f"\n[features]\n{key} = true\n"
+    with pytest.raises(RecipeError, match=f'\\[features\\] {key} = true needs api = "v1" \\(the 1.x API\\)'):
+        load_recipe(write(tmp_path, text))
+    recipe = load_recipe(write(tmp_path, 'api = "v1"\n' + text))
+    assert (recipe.feature(key), recipe.ops.build) == ("1", False)
 
 
 def test_an_unknown_switch_is_named_with_the_likely_one(tmp_path):

@@ -546,6 +546,27 @@ def test_exports_leave_out_retfs_kernel_label_unless_switched_off(v1_venv):
     assert stock["labels"] == ["", ""] and stock["check"] == []
 
 
+LAYER_NORM_FORMS = """
+import json
+import tensorflow as tf
+from tensorflow.python.keras.layers import LayerNormalization
+x = tf.placeholder(tf.float32, [None, 5, 8])
+tf.keras.layers.LayerNormalization(axis=2)(x)
+LayerNormalization()(x)
+types = [op.type for op in tf.get_default_graph().get_operations()]
+print(json.dumps({"fused": types.count("FusedBatchNormV3"), "means": types.count("Mean")}))
+"""
+
+
+def test_keras_layer_normalization_takes_tf_2s_fused_form_only_when_switched_off(v1_venv):
+    """Both Keras copies' LayerNormalization computes tf.nn.moments (two means each) as TF 1.15's Keras did
+    (layer_norm_moments), with the op library off too; RETF_LAYER_NORM_MOMENTS=0 gives TF 2.x's FusedBatchNormV3."""
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    assert run_in(recipe, v1_venv, LAYER_NORM_FORMS) == {"fused": 0, "means": 4}
+    assert run_in(recipe, v1_venv, LAYER_NORM_FORMS, RETF_OPS="0") == {"fused": 0, "means": 4}
+    assert run_in(recipe, v1_venv, LAYER_NORM_FORMS, RETF_LAYER_NORM_MOMENTS="0") == {"fused": 2, "means": 0}
+
+
 FUSED_LOOKUP_EXPORT = """
 import json, tempfile, warnings
 import tensorflow as tf

@@ -522,6 +522,19 @@ def test_op_seeded_randomness_is_tf_1_15s_and_graph_seeded_is_not(tf115, wheel):
     assert all(a != b for a, b in zip(produced["graph_seeded"], reference["graph_seeded"]))
 
 
+def test_keras_layer_normalization_computes_as_tf_1_15s_keras(tf115, wheel, wheel_2_11):
+    """tf.keras's LayerNormalization in a transformer's add & norm (public BST code) and the legacy copy's over a
+    pooled vector build TF 1.15's tf.nn.moments form on the wheel (layer_norm_moments), not TF 2.x's FusedBatchNormV3,
+    keep TF 1.15's variable names and train to its losses, on 2.6.2 and on 2.11.0 (no legacy copy: tf.keras's twice)."""
+    reference, produced = pair(tf115, wheel, "keras_layer_norm")
+    later = wheel_2_11("keras_layer_norm")
+    assert (reference["legacy_copy"], produced["legacy_copy"], later["legacy_copy"]) == (True, True, False)
+    for result in (reference, produced, later):
+        assert (result["fused_ops"], result["moments"]) == (0, 2), result
+    for result in (produced, later):
+        assert_same_training(reference, result, exact=("variables",))
+
+
 def test_keras_layer_running_dynamic_rnn_over_a_legacy_cell(tf115, wheel):
     """A tensorflow.python.keras Layer whose call runs tf.nn.dynamic_rnn over tf.nn.rnn_cell.GRUCell (DeepCTR's DIEN
     pattern) builds, fits and saves as on TF 1.15.5: the wheel's two Keras copies act as TF 1.15's one."""

@@ -25,7 +25,12 @@ class Feature:
     block: str  # the injected call that reads it: "api" (expose_v1_api) or "ops" (register_ops)
     summary: str  # what a non-default value does, for the reference page and the bootstrap's messages
     note: str  # the build summary's words for a non-default value ({value}: the value)
-    needs: str = 'api = "v1" and [ops] build = true'  # what a non-default value needs
+    needs_ops: bool = True  # a non-default value runs retf kernels (False: TensorFlow's own ops, the 1.x API only)
+
+    @property
+    def needs(self) -> str:
+        """What a non-default value needs in the recipe."""
+        return 'api = "v1" and [ops] build = true' if self.needs_ops else 'api = "v1"'
 
     @property
     def old_key(self) -> str:
@@ -81,6 +86,11 @@ FEATURES: tuple[Feature, ...] = (
             "tf.matmul over batches of small float32 matrices (attention's scores and weighted sums, and their "
             "gradients) runs retf's kernel for TensorFlow's BatchMatMulV2",
             "small batch products of tf.matmul in retf's kernel"),
+    Feature("layer_norm_moments", "RETF_LAYER_NORM_MOMENTS", ON_OFF, "0", "api",
+            "tf.keras.layers.LayerNormalization computes tf.nn.moments and tf.nn.batch_normalization, as TF 1.15's "
+            "Keras does, instead of TF 2.x's FusedBatchNormV3 (TensorFlow's own ops: TF 1.15's arithmetic, faster on "
+            "CPU)",
+            "Keras's LayerNormalization in TF 1.15's moments form", needs_ops=False),
     Feature("fast_decode_csv", "RETF_FAST_DECODE_CSV", ON_OFF, "0", "api",
             "DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel: TensorFlow's results, faster",
             "DecodeCSV in retf's kernel"),
@@ -107,7 +117,7 @@ def block_settings(values: tuple[tuple[str, str], ...], block: str) -> dict[str,
     ``values`` leaves out has its default)."""
     chosen = {**dict(DEFAULTS), **dict(values)}
     return {f.key: {"value": chosen[f.key], "default": f.default, "env": f.env or "", "choices": list(f.choices),
-                    "what": f.summary}
+                    "needs_ops": "1" if f.needs_ops else "0", "what": f.summary}
             for f in FEATURES if f.block == block}
 
 
@@ -154,9 +164,11 @@ def reference() -> list[str]:
     lines = ["## Switches", "",
              "A recipe sets them in its `[features]` table (on/off switches take `true` or `false`); the build writes "
              "them into the wheel's settings and its provenance (`retfwheel.json`, `settings`). Where a switch has a "
-             "variable, setting it overrides the build's choice in that process. Any value but the default runs retf "
-             "kernels: it needs `api = \"v1\"` and `[ops] build = true`, and with `RETF_OPS=0` a switch with a variable "
-             "falls back to its default.", "",
+             "variable, setting it overrides the build's choice in that process. Any value but the default needs "
+             "`api = \"v1\"`; the switches that run retf kernels (all but "
+             + ", ".join(f"`{f.key}`" for f in FEATURES if not f.needs_ops) + ", whose values keep to TensorFlow's own ops) "
+             "also need `[ops] build = true`, and with `RETF_OPS=0` such a switch with a variable falls back to its "
+             "default.", "",
              "| `[features]` key | variable | values | default | what a non-default value does |", "|---|---|---|---|---|"]
     for f in FEATURES:
         values = "`true`, `false`" if f.on_off else ", ".join(f"`\"{c}\"`" for c in f.choices)

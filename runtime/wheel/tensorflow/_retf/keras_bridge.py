@@ -186,10 +186,52 @@ def apply(keras):
     if keras is None:
         return
     _KERAS_UTILS[1:] = [keras + ".engine.base_layer_utils"]
-    patches = {keras + ".backend": _share_backend_state, keras + ".engine.base_layer_utils": _bridge,
-               keras + ".engine.base_layer": _count_both_copies_as_layers}
-    for name in list(patches):
+    _patch_on_import({keras + ".backend": _share_backend_state, keras + ".engine.base_layer_utils": _bridge,
+                      keras + ".engine.base_layer": _count_both_copies_as_layers})
+
+
+def _patch_on_import(patches):
+    """Patch each module of ``patches`` (name -> function): now if it is imported, else when it is."""
+    pending = {}
+    for name, patch in patches.items():
         if name in sys.modules:
-            patches.pop(name)(sys.modules[name])
-    if patches and not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport(patches))
+            patch(sys.modules[name])
+        else:
+            pending[name] = patch
+    for finder in sys.meta_path:
+        if isinstance(finder, _PatchOnImport):
+            finder.patches.update(pending)
+            return
+    if pending:
+        sys.meta_path.insert(0, _PatchOnImport(pending))
+
+
+# Where each Keras copy defines LayerNormalization: TensorFlow's legacy copy (a module up to TF 2.5, a package from
+# 2.6) and the keras package (keras.src from Keras 2.13).
+_LEGACY_LAYER_NORM_MODULES = ("tensorflow.python.keras.layers.normalization",
+                              "tensorflow.python.keras.layers.normalization.layer_normalization")
+_KERAS_LAYER_NORM_MODULES = (".layers.normalization.layer_normalization",
+                             ".src.layers.normalization.layer_normalization")
+
+
+def _never_fused(module):
+    """The module's LayerNormalization, if it defines one that can take the fused form, never takes it."""
+    layer = getattr(module, "LayerNormalization", None)
+    fused_can_be_used = getattr(layer, "_fused_can_be_used", None)
+    if fused_can_be_used is None or getattr(fused_can_be_used, "_retf_moments", False):
+        return
+
+    def _fused_can_be_used(self, ndims):
+        return False
+
+    _fused_can_be_used.__doc__ = fused_can_be_used.__doc__
+    _fused_can_be_used._retf_moments = True
+    layer._fused_can_be_used = _fused_can_be_used
+
+
+def layer_norm_in_moments(keras):
+    """LayerNormalization of both Keras copies (``keras``: keras_package()'s answer) computes tf.nn.moments and
+    tf.nn.batch_normalization, as TF 1.15's Keras did, instead of FusedBatchNormV3 over the rows as the channels of
+    one NCHW image, which TensorFlow's CPU kernels transpose both ways (bench/bench_layer_norm.py)."""
+    names = _LEGACY_LAYER_NORM_MODULES + tuple(keras + suffix for suffix in _KERAS_LAYER_NORM_MODULES if keras)
+    _patch_on_import({name: _never_fused for name in names})

@@ -16,9 +16,9 @@ def switch(config, key):
     """The value of switch ``key`` in this process: its environment variable if set, else the build's choice.
 
     ``config["features"]`` holds each switch the injected call reads, as the build declares it (value,
-    default, variable, values, what it does). A value other than the default runs retf kernels: with
-    RETF_OPS=0 the build's choice falls back to the default (TensorFlow's own ops), so no process
-    emits retf ops that it, or a parameter server started the same way, could not run.
+    default, variable, values, whether it runs retf kernels, what it does). Where a value other than the
+    default runs retf kernels, with RETF_OPS=0 the build's choice falls back to the default (TensorFlow's
+    own ops), so no process emits retf ops that it, or a parameter server started the same way, could not run.
     """
     row = config["features"][key]
     chosen = os.environ.get(row["env"], "") if row["env"] else ""
@@ -27,7 +27,7 @@ def switch(config, key):
         raise ImportError("%s=%s is not %s (%s); unset it to use the build's choice, %s"
                           % (row["env"], chosen, allowed, row["what"], row["value"]))
     value = chosen or row["value"]
-    if value != row["default"] and not ops_enabled():
+    if value != row["default"] and row["needs_ops"] == "1" and not ops_enabled():
         if chosen and OPS_LEFT_OUT is None:
             raise ImportError("%s=%s needs the retf op library, which RETF_OPS=0 leaves unregistered; "
                               "unset one of them" % (row["env"], value))

@@ -265,6 +265,8 @@ def expose_v1_api(namespace, config):
             raise ImportError("tf.matmul: retf's batch product kernel needs the retf op library, which this build "
                               "does not ship ([ops] build = false in its recipe): %s; set RETF_SMALL_BATCH_MATMUL=0"
                               % error) from error
+    if switches.switch(config, "layer_norm_moments") == "1":
+        keras_bridge.layer_norm_in_moments(keras)
     if switches.switch(config, "fast_decode_csv") == "1":
         try:
             from retf import ops
