@@ -99,7 +99,7 @@ def test_finishing_block_settings_are_a_python_literal():
                  "x", "exec"), {"calls": calls})
     assert calls[0][1] == settings
     assert settings["features"]["fused_sparse"] == {
-        "value": "1", "default": "0", "env": "RETF_FUSED_SPARSE", "choices": ["0", "1"],
+        "value": "1", "default": "0", "env": "RETF_FUSED_SPARSE", "choices": ["0", "1"], "needs_ops": "1",
         "what": "tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels"}
     with pytest.raises(ValueError, match="strings, numbers or lists"):
         api_block("json", {"v1_fused_sparse": True})
