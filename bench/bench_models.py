@@ -14,14 +14,14 @@ optimizers, under `adam`), with each optimizer on three sides (--sides):
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
                       RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0, RETF_FUSED_MATMUL_GRAD=0,
                       RETF_FAST_DECODE_CSV=0, RETF_LARGE_BLOCK_ALLOCATOR=0, RETF_FUSED_CONCAT_GRAD=0,
-                      RETF_FUSED_GRU=0, RETF_SMALL_BATCH_MATMUL=0)
+                      RETF_FUSED_GRU=0, RETF_SMALL_BATCH_MATMUL=0, RETF_LAYER_NORM_MOMENTS=0)
   wheel               the same wheel with its recipe's defaults: the sparse updates of
                       tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
                       kernels (the same results), small weights' MatMul gradients in retf's
                       transposed product, DIN's activation-unit concat gradient in one retf kernel,
                       tf.nn.dynamic_rnn's GRUCell loops in one retf kernel, small batch products of tf.matmul
-                      in retf's kernel, DecodeCSV in retf's kernel, large blocks kept by the CPU allocator, and the
-                      recipe's runtime defaults (none)
+                      in retf's kernel, Keras's LayerNormalization in TF 1.15's moments form, DecodeCSV in retf's
+                      kernel, large blocks kept by the CPU allocator, and the recipe's runtime defaults (none)
   wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
                       allocator, or the BFC allocator: the evidence for a runtime default
   wheel, fused lookups (--sides ...,emb) the wheel's defaults plus RETF_FUSED_EMBEDDING=1:
@@ -36,6 +36,8 @@ optimizers, under `adam`), with each optimizer on three sides (--sides):
   wheel, retf / TF's GRU loop (--sides ...,gru or nogru): RETF_FUSED_GRU=1 or 0, the evidence for fused_gru
   wheel, retf / TF's batch products (--sides ...,bmm or nobmm): RETF_SMALL_BATCH_MATMUL=1 or 0, the evidence
                       for small_batch_matmul
+  wheel, moments / fused LayerNormalization (--sides ...,lnm or nolnm): RETF_LAYER_NORM_MOMENTS=1 or 0, the evidence
+                      for layer_norm_moments
   wheel, Adam split / one pass (--sides ...,split or nosplit): RETF_SPLIT_DENSE_ADAM=1 or 0, whether
                       retf.train.AdamOptimizer decays the untouched rows early
   XLA (--sides tf115,wheel,xla115,xla,jit115,jit): TF 1.15.5 and the wheel with XLA auto-clustering
@@ -325,7 +327,8 @@ def main():
                                                             "RETF_LARGE_BLOCK_ALLOCATOR": "0",
                                                             "RETF_FUSED_CONCAT_GRAD": "0",
                                                             "RETF_FUSED_GRU": "0",
-                                                            "RETF_SMALL_BATCH_MATMUL": "0"}),
+                                                            "RETF_SMALL_BATCH_MATMUL": "0",
+                                                            "RETF_LAYER_NORM_MOMENTS": "0"}),
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
@@ -342,6 +345,8 @@ def main():
              "nogru": Side("wheel, TF's GRU loop", V1_RECIPE, venv, {"RETF_FUSED_GRU": "0"}),
              "bmm": Side("wheel, retf batch products", V1_RECIPE, venv, {"RETF_SMALL_BATCH_MATMUL": "1"}),
              "nobmm": Side("wheel, TF's batch products", V1_RECIPE, venv, {"RETF_SMALL_BATCH_MATMUL": "0"}),
+             "lnm": Side("wheel, moments LayerNormalization", V1_RECIPE, venv, {"RETF_LAYER_NORM_MOMENTS": "1"}),
+             "nolnm": Side("wheel, fused LayerNormalization", V1_RECIPE, venv, {"RETF_LAYER_NORM_MOMENTS": "0"}),
              "split": Side("wheel, Adam split", V1_RECIPE, venv, {"RETF_SPLIT_DENSE_ADAM": "1"}),
              "nosplit": Side("wheel, Adam one pass", V1_RECIPE, venv, {"RETF_SPLIT_DENSE_ADAM": "0"}),
              "xla115": Side("TF 1.15.5, XLA auto", TF115_RECIPE, None, XLA_AUTO),
