@@ -136,7 +136,8 @@ def prepare_wheel(work):
 
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
-         "cat", "nocat", "gru", "nogru", "bmm", "nobmm", "split", "nosplit", "xla115", "xla", "jit115", "jit", "ev", "mmap", "keepheap")
+         "cat", "nocat", "gru", "nogru", "bmm", "nobmm", "lnm", "nolnm", "split", "nosplit", "xla115", "xla", "jit115", "jit",
+         "ev", "mmap", "keepheap")
 # XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
 # the model's own ops (bench/models/common.py --xla-jit-scope)
 XLA_AUTO = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}
@@ -356,6 +357,7 @@ def main():
              "ev": Side("wheel, EmbeddingVariables", V1_RECIPE, venv, args=["--ev"]),
              "mmap": Side("wheel, malloc mmap 1 MiB", V1_RECIPE, venv, {"MALLOC_MMAP_THRESHOLD_": "1048576"}),
              "keepheap": Side("wheel, heap kept", V1_RECIPE, venv, {"RETF_HEAP_TRIM": "0"})}
+    assert set(known) == set(SIDES), set(known) ^ set(SIDES)
     sides = [known[key] for key in side_keys]
     baseline = sides[0]
     data = {kind: make_data(tf115, work, kind, args.rows) for kind in {CATALOG[m][0] for m, _ in pairs}}

@@ -20,6 +20,9 @@ _flatten_layers accept a Layer of either copy.
 The `keras` copy is the package the API's `tf.keras` loads from: `keras`, or `tensorflow._vendor.keras` in a wheel
 that keeps Keras under a private name (a user's own standalone Keras, under the public name, is never patched).
 
+With layer_norm_moments, layer_norm_in_moments() also gives both copies' LayerNormalization TF 1.15's form (tf.nn.moments
+and tf.nn.batch_normalization) in place of TF 2.x's FusedBatchNormV3.
+
 The bootstrap calls apply() once, when it exposes the 1.x API (Python 3.6, standard library and TensorFlow only).
 """
 import sys
