@@ -109,6 +109,35 @@ def test_an_older_runtime_loaded_first_that_tensorflow_can_run_on_is_kept(python
     assert json.loads(result.stdout) == [str(site / "tensorflow.libs" / "libstdc++.so.6")]
 
 
+VERSIONS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tensorflow._retf import runtime
+report = []
+for path in sys.argv[2:]:
+    scanned = sorted({int(m.group(1)) for m in runtime._GLIBCXX.finditer(open(path, "rb").read())})
+    report.append({"defined": runtime.defined_versions(path), "version": runtime.glibcxx_version(path),
+                   "scanned": scanned, "provides": [n for n in range(10, 40) if runtime.provides(path, (3, 4, n))]})
+print(json.dumps(report))
+"""
+
+
+def test_a_runtimes_versions_are_read_from_its_version_definitions_and_agree_with_a_scan(python36, tmp_path):
+    """The bootstrap reads a libstdc++'s GLIBCXX versions from its ELF version definitions (a few hundred bytes, not
+    a scan of the whole library); a file without them is scanned."""
+    other = tmp_path / "libstdc++.so.6"
+    other.write_bytes(b"no ELF header\x00GLIBCXX_3.4.21\x00GLIBCXX_3.4.22\x00")
+    result = subprocess.run([str(python36), "-c", VERSIONS, str(SHIPPED), str(SYSTEM_RUNTIME.resolve()), str(other)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    system, scanned_only = json.loads(result.stdout)
+    assert "GLIBCXX_3.4" in system["defined"] and "CXXABI_1.3" in system["defined"], system["defined"]
+    assert system["version"] == [3, 4, max(system["scanned"])] and max(system["scanned"]) >= 25
+    assert system["provides"] == [n for n in range(10, 40) if n in system["scanned"]]
+    assert scanned_only["defined"] is None and scanned_only["version"] == [3, 4, 22]
+    assert scanned_only["provides"] == [21, 22]
+
+
 def test_an_op_library_the_loaded_runtime_cannot_load_is_left_out_with_the_fix(python36, tmp_path):
     code = ("import ctypes, sys; ctypes.CDLL('libstdc++.so.6'); sys.path.insert(0, sys.argv[1]); import tensorflow._retf.ops as b\n"
             "config = {'label': 'tensorflow 9.9', 'libstdcxx': 'tensorflow.libs/libstdc++.so.6'}\n"

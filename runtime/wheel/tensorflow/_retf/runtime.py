@@ -11,24 +11,73 @@ _DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aar
                  "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 SONAME = "libstdc++.so.6"
 
-def glibcxx_version(path):
-    """Newest GLIBCXX_3.4.N the library at ``path`` mentions, as a tuple, or None."""
+_VERDEF = 0x6ffffffd  # SHT_GNU_verdef: the section of the symbol versions a library defines
+
+
+def defined_versions(path):
+    """The symbol versions the ELF library at ``path`` defines, from its version definitions (a few hundred bytes
+    and their names: GLIBCXX_3.4.N of a libstdc++), or None where it has none to read that way (not a 64-bit
+    little-endian ELF file, no such section, unreadable)."""
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            head = handle.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4:6] != b"\x02\x01":
+                return None
+            section_table = struct.unpack_from("<Q", head, 0x28)[0]
+            entry_size, count = struct.unpack_from("<HH", head, 0x3A)
+            if entry_size != 64 or not count:
+                return None
+            handle.seek(section_table)
+            table = handle.read(64 * count)
+            sections = [struct.unpack_from("<IIQQQQII", table, 64 * i) for i in range(count)]
+            found = [s for s in sections if s[1] == _VERDEF]
+            if not found:
+                return None
+            _, _, _, _, offset, size, strings, entries = found[0]
+            strings_at = sections[strings][4]
+            handle.seek(offset)
+            data = handle.read(size)
+            names, at = [], 0
+            for _ in range(entries):
+                aux, following = struct.unpack_from("<II", data, at + 12)
+                handle.seek(strings_at + struct.unpack_from("<I", data, at + aux)[0])
+                names.append(handle.read(64).split(b"\x00", 1)[0].decode("ascii", "replace"))
+                if not following:
+                    break
+                at += following
+            return names
+    except (OSError, struct.error, IndexError):
+        return None
+
+
+def _scan(path):
+    """The whole file's bytes, for a library without version definitions to read; None if unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
     except OSError:
         return None
-    found = [int(m.group(1)) for m in _GLIBCXX.finditer(data)]
+
+
+def glibcxx_version(path):
+    """Newest GLIBCXX_3.4.N the library at ``path`` defines, as a tuple, or None."""
+    names = defined_versions(path)
+    if names is not None:
+        found = [int(n[12:]) for n in names if n.startswith("GLIBCXX_3.4.") and n[12:].isdigit()]
+    else:
+        data = _scan(path)
+        found = [int(m.group(1)) for m in _GLIBCXX.finditer(data)] if data else []
     return (3, 4, max(found)) if found else None
 
 
 def provides(path, version):
     """Whether the library at ``path`` defines GLIBCXX_``version`` (so every older one too); False if unreadable."""
-    try:
-        with open(path, "rb") as handle:
-            return (b"GLIBCXX_%d.%d.%d\x00" % tuple(version)) in handle.read()
-    except OSError:
-        return False
+    name = "GLIBCXX_%d.%d.%d" % tuple(version)
+    names = defined_versions(path)
+    if names is not None:
+        return name in names
+    data = _scan(path)
+    return data is not None and (name.encode() + b"\x00") in data
 
 
 def mapped_runtimes():
