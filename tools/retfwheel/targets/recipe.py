@@ -390,7 +390,7 @@ def validate_recipe(data: dict[str, Any], path: Path, sha256: str) -> Recipe:
 
 
 def _features(c: _Checker, data: dict, api_v1: bool,
-              kernels: bool) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+              ops_build: bool) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """The switches' values ([features], or a deprecated top-level v1_<key>), and a line per deprecated key."""
     table = c.table(data, "features", KEYS["features"], required=False)
     values: list[tuple[str, str]] = []
@@ -401,7 +401,7 @@ def _features(c: _Checker, data: dict, api_v1: bool,
             given.append((f"top level: {feature.old_key}", data[feature.old_key]))
         if len(given) == 2:
             c.problem(f"top level: {feature.old_key}", f"and [features] {feature.key} both set it; keep [features] {feature.key}")
-        values.append((feature.key, _feature_value(c, feature, given[-1] if given else None, api_v1, kernels)))
+        values.append((feature.key, _feature_value(c, feature, given[-1] if given else None, api_v1, ops_build)))
         if feature.old_key in data and len(given) == 1:
             deprecations.append(f"{c.path}: top-level {feature.old_key} is deprecated; write it as {feature.key} = "
                                 f"{feature.recipe_text(values[-1][1])} in [features] (the old key is read for one more "
@@ -409,7 +409,8 @@ def _features(c: _Checker, data: dict, api_v1: bool,
     return tuple(values), tuple(deprecations)
 
 
-def _feature_value(c: _Checker, feature: Feature, given: tuple[str, Any] | None, api_v1: bool, kernels: bool) -> str:
+def _feature_value(c: _Checker, feature: Feature, given: tuple[str, Any] | None, api_v1: bool,
+                   ops_build: bool) -> str:
     if given is None:
         return feature.default
     where, raw = given
@@ -418,7 +419,7 @@ def _feature_value(c: _Checker, feature: Feature, given: tuple[str, Any] | None,
     except ValueError as exc:
         c.problem(f"{where} =", f"{raw!r}: {exc}")
         return feature.default
-    if value != feature.default and not (api_v1 and (kernels or not feature.needs_ops)):
+    if value != feature.default and not (api_v1 and (ops_build or not feature.needs_ops)):
         c.problem(f"{where} = {feature.recipe_text(value)}",
                   f"needs {feature.needs} ({'retf kernels' if feature.needs_ops else 'the 1.x API'})")
     return value
