@@ -6,7 +6,7 @@ pooled vector, trained with Adam from op-seeded weights on one thread.
     python keras_layer_norm.py WORK_DIR
 
 TF 1.15's Keras computes tf.nn.moments and tf.nn.batch_normalization; TF 2.x's Keras runs FusedBatchNormV3 over
-the rows as the channels of one image, the 1.x API's wheel TF 1.15's form (layer_norm_moments). A TensorFlow
+the rows as the channels of one image, and the 1.x API's wheel builds TF 1.15's form (layer_norm_moments). A TensorFlow
 without the legacy Keras copy (2.11) runs tf.keras's layer in its place. Prints one JSON line: the losses, the
 variables, how many FusedBatchNorm and moments ops the graph has, and whether the legacy copy ran.
 """
