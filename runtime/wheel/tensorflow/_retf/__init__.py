@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-SCHEMA = 4  # the settings this bootstrap reads (retfwheel's stages/bootstrap_config.py writes them)
+SCHEMA = 5  # the settings this bootstrap reads (retfwheel's stages/bootstrap_config.py writes them)
 HINT_MARK = "\nretf: "  # between TensorFlow's message and what retf adds to it
 
 
