@@ -367,6 +367,31 @@ import json
 import numpy as np
 import tensorflow as tf
 
+def unordered_reads(graph):
+    # The ops reading an updated variable (or a tensor sharing its buffer) that its update does not wait
+    # for: each could read the variable half-updated.
+    sharing = {"Identity", "Split", "SplitV", "Reshape", "Slice", "StridedSlice", "Squeeze", "ExpandDims"}
+    found = []
+    for update in graph.get_operations():
+        if "Apply" not in update.type or update.inputs[0].op.type != "VariableV2":
+            continue
+        before, stack = set(), [update]
+        while stack:
+            op = stack.pop()
+            for above in [value.op for value in op.inputs] + list(op.control_inputs):
+                if above not in before:
+                    before.add(above)
+                    stack.append(above)
+        values = list(update.inputs[0].op.outputs)
+        while values:
+            for reader in values.pop().consumers():
+                if reader.type in sharing:
+                    values.extend(reader.outputs)
+                elif reader is not update and reader.type != "Assign" and reader not in before:
+                    found.append(reader.name)
+    return sorted(set(found))
+
+
 # DIN's activation unit as TF 1.15 programs write it: [q, k, q - k, q * k] into an MLP, trained with Adam.
 with tf.Graph().as_default() as graph:
     tf.set_random_seed(1)
@@ -387,7 +412,8 @@ with tf.Graph().as_default() as graph:
         session.run(tf.global_variables_initializer())
         losses = [float(session.run([loss, train], feed)[0]) for _ in range(8)]
     ops = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
-print(json.dumps({"losses": losses, "ops": ops}))
+print(json.dumps({"losses": losses, "ops": ops, "unordered_reads": unordered_reads(graph),
+                  "updates": sorted({op.type for op in graph.get_operations() if "Apply" in op.type})}))
 """
 
 
@@ -398,6 +424,9 @@ def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v
     # The dense layer's: its operands' gradients (the query's once per query), its lazy input gradient.
     for op in ("Retf>RepeatedPairGrad", "Retf>PairDenseInputGrad"):
         assert op in routed["ops"] and op not in stock["ops"], (routed["ops"], stock["ops"])
+    # Adam updates the layer's weights only after every gradient op reading them has run.
+    for result in (routed, stock):
+        assert "ApplyAdam" in result["updates"] and result["unordered_reads"] == [], result
     # The layer's gradients are the same sums grouped by piece.
     assert_same_training(routed["losses"], stock["losses"])
 

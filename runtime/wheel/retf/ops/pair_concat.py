@@ -268,6 +268,11 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
 
     products = [block for piece, block in zip(pieces, blocks) if piece == "x*y"]
     reduced = [signed_sum(0), signed_sum(1)] + ([tf.add_n(products)] if products else [])
+    # Every read of w but pair_dense_input_grad's (returned beside grad_w, so gated with it) ends in this copy,
+    # and grad_w waits for it: an optimizer applying grad_w never updates w in place while a gradient reads it
+    # (the blocks of tf.split, and an add_n of one, share w's buffer).
+    reduced_copy = tf.concat(reduced, axis=0)
+    reduced = tf.split(reduced_copy, len(reduced), axis=0)
     queries = [_repeated_rows(x), _repeated_rows(y)]
     sums = {}
 
@@ -287,7 +292,7 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
                                                           query_sums(side))
         grad_x, grad_y = (grad_repeated, grad_other) if side == 0 else (grad_other, grad_repeated)
     else:
-        parts = tf.linalg.matmul(grad, tf.concat(reduced, axis=0), transpose_b=True)
+        parts = tf.linalg.matmul(grad, reduced_copy, transpose_b=True)
         parts = tf.reshape(parts, tf.concat([tf.shape(x)[:-1], [len(reduced) * d]], axis=0))
         if products:
             grad_x, grad_y, _ = pair_concat_grad(parts, x, y, ["x", "y", "x*y"])
@@ -315,7 +320,8 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
             columns.append(grad_of_y)
         else:
             columns.append(grad_of_x - grad_of_y if piece == "x-y" else grad_of_y - grad_of_x)
-    grad_w = tf.transpose(tf.concat(columns, axis=1))
+    with tf.control_dependencies([reduced_copy]):
+        grad_w = tf.transpose(tf.concat(columns, axis=1))
     input_grad, _ = pair_dense_input_grad(grad, w, x, len(pieces))
     _PAIR_DENSE_GRADIENTS.setdefault(input_grad.graph, {})[input_grad.op.name] = (
         concat.name, grad_x.name, grad_y.name, tuple(pieces))
