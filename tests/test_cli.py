@@ -217,8 +217,11 @@ def test_a_string_abi_tie_is_refused_naming_both_counts(cli, tmp_path, make_reci
 
 
 def test_verify_needs_an_environment_section(cli, tmp_path, tf_wheel, recipe):
-    run = cli("verify", tf_wheel(), "--recipe", recipe)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    run = cli("verify", tf_wheel(), "--recipe", recipe, env={"TMPDIR": str(scratch)})
     assert_clean_failure(run, "recipe", "has no [environment] section")
+    assert list(scratch.iterdir()) == []  # no scratch folder left behind
 
 
 def test_a_package_init_the_bootstrap_cannot_enter_is_refused_by_the_dry_run(cli, tf_wheel, make_recipe, tmp_path):

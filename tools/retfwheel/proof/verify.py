@@ -70,13 +70,14 @@ def verify_wheel(wheel_path: Path, recipe: Recipe, cache: Path, *, scripts: tupl
     for script in scripts:
         if not Path(script).is_file():
             raise InputFileError(f"{script}: no such script", hint="pass an existing Python file to --script")
-    folder = _kept_folder(Path(keep)) if keep else Path(tempfile.mkdtemp(prefix="retfwheel-verify-"))
+    kept = _kept_folder(Path(keep)) if keep else None
     base = prepare_environment(recipe, cache, python, progress)
     try:
         probe = probe_extension(cache, progress)
     except InputFileError as exc:  # e.g. GCC 7 inside an old image: the extension checks cannot run
         probe = None
         progress(f"no GLIBCXX_3.4.29 probe: {exc}")
+    folder = kept or Path(tempfile.mkdtemp(prefix="retfwheel-verify-"))  # after the refusals: none leaves it behind
     try:
         progress(f"copying the {recipe.name} environment")
         env = base.copy_to(folder)
