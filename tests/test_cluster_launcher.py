@@ -68,7 +68,8 @@ def test_tasks_die_with_a_launcher_killed_before_its_clean_up(tmp_path):
         "from retfwheel.proof.cluster import Task, run_cluster\n"
         f"run_cluster([Task('ps', 0, (sys.executable, {str(server)!r}), server=True),\n"
         "             Task('worker', 0, (sys.executable, '-c', 'import time; time.sleep(60)'))], timeout=60)\n")
-    process = subprocess.Popen([sys.executable, str(launcher)])
+    # Its scratch folder outlives it: in this test's folder, not the machine's temporary one.
+    process = subprocess.Popen([sys.executable, str(launcher)], env=dict(os.environ, TMPDIR=str(tmp_path)))
     deadline = time.monotonic() + 30
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
