@@ -6,8 +6,10 @@
 Builds the model twice in one process (bench/models/, Adam, the model's batch): graph A with the change
 (--change concat: the gradients of the activation unit's concat and of the dense layer after it from
 retf's kernels, as fused_concat_grad routes them; --change dense: the dense layer's alone, the concat's
-routed on both sides; --change split: retf.train.AdamOptimizer's early decay of untouched rows,
-RETF_SPLIT_DENSE_ADAM=1), graph B without it, each in its own session on the same data. Then it runs
+routed on both sides; both as one product over the concat; --change linear: the dense layer by its pieces'
+linearity, as pair_dense_linear computes it, against one product whose gradients are routed; --change split:
+retf.train.AdamOptimizer's early decay of untouched rows, RETF_SPLIT_DENSE_ADAM=1), graph B without it, each in
+its own session on the same data. Then it runs
 blocks of 20 steps, A and B in turns (the order flipping every block), and prints the median step time
 of each and the median of the per-block ratio B/A: above 1, the change is faster. Between processes
 this machine's speed moves by up to 10%, which hides a change of a few percent; within one process both
@@ -38,9 +40,10 @@ MODEL_INPUTS = {"din": ("taobao", 512), "dien": ("taobao", 128), "dssm": ("taoba
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, choices=sorted(MODEL_INPUTS))
-    parser.add_argument("--change", required=True, choices=["concat", "dense", "split"])
+    parser.add_argument("--change", required=True, choices=["concat", "dense", "linear", "split"])
     parser.add_argument("--data", required=True, help="the model's CSV (bench_models.py writes them)")
     parser.add_argument("--blocks", type=int, default=24, help="blocks of %d steps per side" % BLOCK_STEPS)
+    parser.add_argument("--batch-size", type=int, help="the batch (default: the model's, as bench_models.py runs it)")
     return parser.parse_args()
 
 
@@ -57,6 +60,17 @@ def set_concat_routing(on):
     if not on:
         for name in ("ConcatV2", "Sub", "Mul", "MatMul", "Tile"):
             registry[name]["type"] = without_route(registry[name]["type"], ("pair concat", "pair dense"))
+
+
+def set_linear_products(on):
+    """A dense layer over the activation unit's concat by its pieces (pair_dense_linear) on or off for the graphs
+    built next (whatever the bootstrap installed)."""
+    from tensorflow.python.ops import gen_math_ops  # math_ops.matmul reads the wrapper from it at each call
+
+    import retf.ops
+    retf.ops.route_pair_dense_products()
+    if not on:
+        gen_math_ops.mat_mul = gen_math_ops.mat_mul.original
 
 
 def without_route(function, routes):
@@ -89,13 +103,19 @@ def main():
     tf.logging.set_verbosity(tf.logging.ERROR)
     model = __import__(args.model)
     inputs_name, batch = MODEL_INPUTS[args.model]
+    batch = args.batch_size or batch
     inputs = __import__(inputs_name)
     built = {}
     for side, on in (("B", False), ("A", True)):  # B first: routing is process-wide once installed
         if args.change == "concat":
             set_concat_routing(on)
+            set_linear_products(False)
+        elif args.change == "linear":
+            set_concat_routing(True)
+            set_linear_products(on)
         elif args.change == "dense":
             set_concat_routing(True)
+            set_linear_products(False)
             if not on:
                 registry = gradient_registry()
                 registry["MatMul"]["type"] = without_route(registry["MatMul"]["type"], ("pair dense",))
@@ -115,7 +135,7 @@ def main():
                 session.run(fetches)
             times[side].append((time.perf_counter() - start) / BLOCK_STEPS * 1000)
     ratios = [b / a for a, b in zip(times["A"], times["B"])]
-    print(json.dumps({"model": args.model, "change": args.change, "blocks": args.blocks,
+    print(json.dumps({"model": args.model, "change": args.change, "batch": batch, "blocks": args.blocks,
                       "retf_ops": {side: built[side][2] for side in built},
                       "ms_per_step": {side: round(float(np.median(times[side])), 2) for side in times},
                       "b_over_a": round(float(np.median(ratios)), 3),

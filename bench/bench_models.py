@@ -14,11 +14,13 @@ optimizers, under `adam`), with each optimizer on three sides (--sides):
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
                       RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0, RETF_FUSED_MATMUL_GRAD=0,
                       RETF_FAST_DECODE_CSV=0, RETF_LARGE_BLOCK_ALLOCATOR=0, RETF_FUSED_CONCAT_GRAD=0,
-                      RETF_FUSED_GRU=0, RETF_SMALL_BATCH_MATMUL=0, RETF_LAYER_NORM_MOMENTS=0)
+                      RETF_PAIR_DENSE_LINEAR=0, RETF_FUSED_GRU=0, RETF_SMALL_BATCH_MATMUL=0,
+                      RETF_LAYER_NORM_MOMENTS=0)
   wheel               the same wheel with its recipe's defaults: the sparse updates of
                       tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
                       kernels (the same results), small weights' MatMul gradients in retf's
-                      transposed product, DIN's activation-unit concat gradient in one retf kernel,
+                      transposed product, DIN's activation-unit concat gradient in one retf kernel and
+                      its dense layer by the pieces' linearity,
                       tf.nn.dynamic_rnn's GRUCell loops in one retf kernel, small batch products of tf.matmul
                       in retf's kernel, Keras's LayerNormalization in TF 1.15's moments form, DecodeCSV in retf's
                       kernel, large blocks kept by the CPU allocator, and the recipe's runtime defaults (none)
@@ -33,6 +35,8 @@ optimizers, under `adam`), with each optimizer on three sides (--sides):
   wheel, large blocks kept / TF's allocator (--sides ...,blocks or noblocks): RETF_LARGE_BLOCK_ALLOCATOR
   wheel, retf / TF's concat grad (--sides ...,cat or nocat): RETF_FUSED_CONCAT_GRAD=1 or 0, the
                       evidence for fused_concat_grad
+  wheel, by pieces / one product (--sides ...,pdl or nopdl): RETF_PAIR_DENSE_LINEAR=1 or 0, the evidence
+                      for pair_dense_linear
   wheel, retf / TF's GRU loop (--sides ...,gru or nogru): RETF_FUSED_GRU=1 or 0, the evidence for fused_gru
   wheel, retf / TF's batch products (--sides ...,bmm or nobmm): RETF_SMALL_BATCH_MATMUL=1 or 0, the evidence
                       for small_batch_matmul
@@ -136,7 +140,7 @@ def prepare_wheel(work):
 
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
-         "cat", "nocat", "gru", "nogru", "bmm", "nobmm", "lnm", "nolnm", "split", "nosplit", "xla115", "xla", "jit115", "jit",
+         "cat", "nocat", "pdl", "nopdl", "gru", "nogru", "bmm", "nobmm", "lnm", "nolnm", "split", "nosplit", "xla115", "xla", "jit115", "jit",
          "ev", "mmap", "keepheap")
 # XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
 # the model's own ops (bench/models/common.py --xla-jit-scope)
@@ -327,6 +331,7 @@ def main():
                                                             "RETF_FAST_DECODE_CSV": "0",
                                                             "RETF_LARGE_BLOCK_ALLOCATOR": "0",
                                                             "RETF_FUSED_CONCAT_GRAD": "0",
+                                                            "RETF_PAIR_DENSE_LINEAR": "0",
                                                             "RETF_FUSED_GRU": "0",
                                                             "RETF_SMALL_BATCH_MATMUL": "0",
                                                             "RETF_LAYER_NORM_MOMENTS": "0"}),
@@ -342,6 +347,8 @@ def main():
              "nocsv": Side("wheel, TF's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "0"}),
              "cat": Side("wheel, retf concat grad", V1_RECIPE, venv, {"RETF_FUSED_CONCAT_GRAD": "1"}),
              "nocat": Side("wheel, TF's concat grad", V1_RECIPE, venv, {"RETF_FUSED_CONCAT_GRAD": "0"}),
+             "pdl": Side("wheel, dense layer by pieces", V1_RECIPE, venv, {"RETF_PAIR_DENSE_LINEAR": "1"}),
+             "nopdl": Side("wheel, dense layer in one product", V1_RECIPE, venv, {"RETF_PAIR_DENSE_LINEAR": "0"}),
              "gru": Side("wheel, retf GRU loop", V1_RECIPE, venv, {"RETF_FUSED_GRU": "1"}),
              "nogru": Side("wheel, TF's GRU loop", V1_RECIPE, venv, {"RETF_FUSED_GRU": "0"}),
              "bmm": Side("wheel, retf batch products", V1_RECIPE, venv, {"RETF_SMALL_BATCH_MATMUL": "1"}),

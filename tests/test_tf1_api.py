@@ -412,15 +412,25 @@ with tf.Graph().as_default() as graph:
         session.run(tf.global_variables_initializer())
         losses = [float(session.run([loss, train], feed)[0]) for _ in range(8)]
     ops = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+    before, stack = set(), [loss.op]
+    while stack:
+        for value in stack.pop().inputs:
+            if value.op not in before:
+                before.add(value.op)
+                stack.append(value.op)
 print(json.dumps({"losses": losses, "ops": ops, "unordered_reads": unordered_reads(graph),
+                  "concat_computed": din_all.op in before, "hidden_shape": hidden.shape.as_list(),
                   "updates": sorted({op.type for op in graph.get_operations() if "Apply" in op.type})}))
 """
 
 
 def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    routed = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="1", RETF_FUSED_MATMUL_GRAD="0")
-    stock = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="0", RETF_FUSED_MATMUL_GRAD="0")
+    # The dense layer as one product over the concat, whose gradient the switch routes.
+    routed = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="1", RETF_FUSED_MATMUL_GRAD="0",
+                    RETF_PAIR_DENSE_LINEAR="0")
+    stock = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="0", RETF_FUSED_MATMUL_GRAD="0",
+                    RETF_PAIR_DENSE_LINEAR="0")
     # The dense layer's: its operands' gradients (the query's once per query), its lazy input gradient.
     for op in ("Retf>RepeatedPairGrad", "Retf>PairDenseInputGrad"):
         assert op in routed["ops"] and op not in stock["ops"], (routed["ops"], stock["ops"])
@@ -429,6 +439,19 @@ def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v
         assert "ApplyAdam" in result["updates"] and result["unordered_reads"] == [], result
     # The layer's gradients are the same sums grouped by piece.
     assert_same_training(routed["losses"], stock["losses"])
+
+
+def test_the_activation_units_dense_layer_computes_by_its_pieces_by_the_switch(v1_venv):
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    linear = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE)  # the recipe's pair_dense_linear = true
+    product = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_PAIR_DENSE_LINEAR="0")
+    # By pieces no one computes the concat, and the routed gradient over it is not built.
+    assert (linear["concat_computed"], product["concat_computed"]) == (False, True)
+    assert "Retf>PairDenseInputGrad" not in linear["ops"] and "Retf>PairDenseInputGrad" in product["ops"]
+    assert linear["hidden_shape"] == product["hidden_shape"] == [None, None, 6]
+    for result in (linear, product):
+        assert "ApplyAdam" in result["updates"] and result["unordered_reads"] == [], result
+    assert_same_training(linear["losses"], product["losses"])
 
 
 DECODE_CSV_PROBE = """

@@ -35,21 +35,27 @@ class PairConcatGradTest(unittest.TestCase):
 
     def setUp(self):
         from tensorflow.python.framework import ops as framework_ops
+        from tensorflow.python.ops import gen_math_ops
         self.registry = framework_ops._gradient_registry._registry
         self.saved = {name: self.registry[name]["type"] for name in ("ConcatV2", "Sub", "Mul", "MatMul", "Tile")}
+        self.saved_mat_mul = gen_math_ops.mat_mul
         self.unroute()
 
     def unroute(self):
-        """TensorFlow's own gradients (a wheel's bootstrap may have routed them at import), and MatMul's
-        without the dense layer's routing (the weight gradients' may stay)."""
+        """TensorFlow's own gradients (a wheel's bootstrap may have routed them at import), MatMul's
+        without the dense layer's routing (the weight gradients' may stay), and tf.matmul's own products."""
+        from tensorflow.python.ops import gen_math_ops
         for name, function in self.saved.items():
             while getattr(function, "route", None) in ("pair concat", "pair dense"):
                 function = function.original
             self.registry[name]["type"] = function
+        gen_math_ops.mat_mul = getattr(self.saved_mat_mul, "original", self.saved_mat_mul)
 
     def tearDown(self):
+        from tensorflow.python.ops import gen_math_ops
         for name, function in self.saved.items():
             self.registry[name]["type"] = function
+        gen_math_ops.mat_mul = self.saved_mat_mul
 
     def test_matches_numpy_over_dtypes_piece_orders_and_shapes(self):
         rng = np.random.RandomState(31)
@@ -438,3 +444,89 @@ class PairDenseGradTest(unittest.TestCase):
             tf.compat.v1.gradients(loss, [x, y, kernel])
             types = {op.type for op in graph.get_operations()}
         self.assertNotIn("Retf>PairDenseInputGrad", types)
+
+
+class PairDenseLinearTest(unittest.TestCase):
+    """retf.ops.route_pair_dense_products: a dense layer over DIN's activation-unit concat of a repeated query
+    computed by its pieces' linearity, against TensorFlow's product over the concat: values and gradients."""
+
+    setUp, unroute, tearDown = PairConcatGradTest.setUp, PairConcatGradTest.unroute, PairConcatGradTest.tearDown
+    REPEATS = PairDenseGradTest.REPEATS
+
+    def dense_layer(self, pieces, dtype, shape, repeat=None, swap=False):
+        """A dense layer (5 units, sigmoid) over concat(pieces) of x and y (x a query repeated over y's sequence;
+        with swap, y the repeated query), then a loss, in a fresh graph: (whether the concat feeds the layer,
+        the retf op types, the MatMuls' left operands' shapes, then the values of the layer and the loss's
+        gradients for the query, the sequence, the kernel and the bias)."""
+        rng = np.random.RandomState(41)
+        with tf.Graph().as_default() as graph:
+            query = tf.constant(rng.uniform(-1, 1, shape[:1] + shape[-1:]).astype(dtype))
+            keys = tf.constant(rng.uniform(-1, 1, shape).astype(dtype))
+            sequence = keys * 1.0
+            repeated = self.REPEATS[repeat](query, keys) if repeat else keys * 1.5 + 0.25
+            x, y = (sequence, repeated) if swap else (repeated, sequence)
+            parts = {"x": x, "y": y, "x-y": x - y, "y-x": y - x, "x*y": x * y}
+            net = tf.concat([parts[piece] for piece in pieces], axis=-1)
+            kernel = tf.Variable(rng.uniform(-1, 1, (shape[-1] * len(pieces), 5)).astype(dtype))
+            bias = tf.Variable(rng.uniform(-1, 1, 5).astype(dtype))
+            if len(shape) == 3:  # tf.layers.dense on a sequence: tensordot's reshapes around tf.matmul
+                hidden = tf.nn.sigmoid(tf.tensordot(net, kernel, [[2], [0]]) + bias)
+            else:
+                hidden = tf.nn.sigmoid(tf.matmul(net, kernel) + bias)
+            self.assertEqual(hidden.shape.as_list(), list(shape[:-1]) + [5])
+            loss = tf.reduce_sum(tf.sin(3.0 * hidden))
+            fetches = [hidden] + [grad for grad in tf.compat.v1.gradients(loss, [query, keys, kernel, bias])
+                                  if grad is not None]  # with no repeat, the query is not in the graph
+            before, stack = set(), [hidden.op]
+            while stack:
+                for value in stack.pop().inputs:
+                    if value.op not in before:
+                        before.add(value.op)
+                        stack.append(value.op)
+            types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+            shapes = [op.inputs[0].shape.as_list() for op in before if op.type == "MatMul"]
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                return net.op in before, types, shapes, session.run(fetches)
+
+    def assert_by_pieces(self, pieces, dtype=np.float32, shape=(8, 11, 6), repeat="expand", swap=False,
+                         linear=True):
+        """The layer's values and gradients routed and not; returns the routed forward's products' left shapes."""
+        self.unroute()
+        stock_concat, _, _, stock = self.dense_layer(pieces, dtype, shape, repeat, swap)
+        self.assertTrue(retf.ops.route_pair_dense_products())
+        self.assertFalse(retf.ops.route_pair_dense_products())  # idempotent
+        concat, types, shapes, routed = self.dense_layer(pieces, dtype, shape, repeat, swap)
+        self.assertTrue(stock_concat)
+        self.assertEqual(concat, not linear)  # by pieces, no one computes the concat
+        self.assertEqual("Retf>RepeatedPairGrad" in types, linear)  # its gradient: retf's kernel
+        tolerance = 1e-5 if dtype == np.float32 else 1e-12
+        for got, want in zip(routed, stock):
+            np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance * np.abs(want).max())
+        return shapes
+
+    def test_values_and_gradients_are_tensorflows_over_dtypes_piece_orders_and_repeats(self):
+        for dtype in FLOATS:
+            for pieces in PairConcatGradTest.PIECE_ORDERS:
+                for repeat in sorted(self.REPEATS):
+                    for swap in (False, True):
+                        with self.subTest(dtype=dtype.__name__, pieces=pieces, repeat=repeat, swap=swap):
+                            shapes = self.assert_by_pieces(pieces, dtype, repeat=repeat, swap=swap)
+                            # The query's product has the query's rows (halves: 4, each over two rows of keys).
+                            self.assertIn([4 if repeat == "halves" else 8, 6], shapes)
+                            self.assertEqual(sorted(shapes)[-2:], [[88, 6], [88, 6]])
+                            self.assertEqual(len(shapes), 3)
+
+    def test_other_concats_keep_one_product(self):
+        # No repeated query, no product, or a matrix: one product over the concat, as TensorFlow computes it.
+        self.assert_by_pieces(["x", "y", "x-y", "x*y"], repeat=None, linear=False)
+        self.assert_by_pieces(["x", "y", "x-y"], linear=False)
+        self.assert_by_pieces(["x", "y", "x*y"], shape=(9, 18), repeat=None, linear=False)
+        with tf.Graph().as_default() as graph:
+            x, y = tf.ones([4, 3]), tf.ones([4, 3])
+            tf.matmul(tf.concat([x, y, x * 2.0], -1), tf.ones([9, 2]))  # a piece not of x and y
+            self.assertFalse([op.name for op in graph.get_operations() if "by_pieces" in op.name])
+        # Eager products are TensorFlow's.
+        x = tf.ones([2, 3])
+        np.testing.assert_allclose(tf.matmul(tf.concat([x, 2 * x, x - 2 * x, x * (2 * x)], -1), tf.ones([12, 1])),
+                                   [[12.0], [12.0]])  # 3 + 6 - 3 + 6

@@ -9,7 +9,8 @@ ops' gradients with TensorFlow, once per process.
 - ``embedding``: embedding_lookup_sparse and embedding_lookup_sparse_grad, its gradient.
 - ``matmul``: transposed_matmul, and route_weight_gradients into MatMul's gradient.
 - ``pair_concat``: pair_concat_grad, pair_dense_input_grad, repeated_pair_grad, and
-  route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul.
+  route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul;
+  route_pair_dense_products, a dense layer over such a concat of a repeated query by its pieces' linearity.
 - ``batch_matmul``: route_batch_matmul, retf's kernel for small batch products of tf.matmul.
 - ``gru``: gru_recurrence, and route_dynamic_rnn into tf.nn.dynamic_rnn's loop over a GRUCell.
 - ``decode_csv``: use_fast_decode_csv, retf's kernel for TensorFlow's DecodeCSV.
@@ -43,7 +44,9 @@ from retf.ops.pair_concat import (
     pair_dense_input_grad,
     repeated_pair_grad,
     route_pair_concat_gradients,
+    route_pair_dense_products,
     routed_concat_gradient,
+    routed_mat_mul,
     routed_pair_dense_gradient,
     routed_piece_gradient,
     routed_tile_gradient,
@@ -70,9 +73,11 @@ __all__ = [
     "route_batch_matmul",
     "route_dynamic_rnn",
     "route_pair_concat_gradients",
+    "route_pair_dense_products",
     "route_weight_gradients",
     "routed_concat_gradient",
     "routed_dynamic_rnn_loop",
+    "routed_mat_mul",
     "routed_matmul_gradient",
     "routed_pair_dense_gradient",
     "routed_piece_gradient",

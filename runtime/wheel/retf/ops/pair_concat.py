@@ -244,6 +244,42 @@ def _repeated_rows(x):
     return query
 
 
+_SIGNS = {"x": (1, 0), "y": (0, 1), "x-y": (1, -1), "y-x": (-1, 1), "x*y": (0, 0)}
+
+
+def _reduced_weights(w, pieces):
+    """w's blocks folded by the pieces' linearity, each [D, units]: [w_x, w_y] (the signed sums of the blocks of
+    the pieces holding x, y) and, with a product, [w_p] (the products' blocks summed); and the one copy they are
+    views of. Every read of w but pair_dense_input_grad's ends in that copy: a weight gradient that waits for
+    it never lets an optimizer update w in place while a gradient reads it (the blocks of tf.split, and an
+    add_n of one, share w's buffer)."""
+    blocks = tf.split(w, len(pieces), axis=0)
+
+    def signed_sum(operand):
+        total = None
+        for piece, block in zip(pieces, blocks):
+            sign = _SIGNS[piece][operand]
+            if sign:
+                term = block if sign > 0 else -block
+                total = term if total is None else total + term
+        return total
+
+    products = [block for piece, block in zip(pieces, blocks) if piece == "x*y"]
+    reduced = [signed_sum(0), signed_sum(1)] + ([tf.add_n(products)] if products else [])
+    reduced_copy = tf.concat(reduced, axis=0)
+    return tf.split(reduced_copy, len(reduced), axis=0), reduced_copy
+
+
+def _weight_gradient(pieces, columns, reduced_copy):
+    """w's gradient [P x D, units] from grad^T x, grad^T y and grad^T (x * y) ([units, D] each, by piece name),
+    once every read of w has ended (_reduced_weights)."""
+    by_piece = {"x": columns["x"], "y": columns["y"], "x*y": columns.get("x*y")}
+    by_piece["x-y"] = columns["x"] - columns["y"] if "x-y" in pieces else None
+    by_piece["y-x"] = columns["y"] - columns["x"] if "y-x" in pieces else None
+    with tf.control_dependencies([reduced_copy]):
+        return tf.transpose(tf.concat([by_piece[piece] for piece in pieces], axis=1))
+
+
 def _pair_dense_gradients(concat, x, y, pieces, w, grad):
     """The gradients of a dense layer z = concat(pieces) w, grad = dL/dz, by the pieces' linearity: every
     piece is a signed x or y, or their product, so w's gradient needs grad^T x, grad^T y and grad^T (x * y)
@@ -254,25 +290,8 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
     is pair_dense_input_grad's, computed only if a program reads the concat's gradient itself; x's and y's
     gradients wait in _PAIR_DENSE_GRADIENTS for the concat's gradient function."""
     d = tf.compat.dimension_value(x.shape[-1])
-    blocks = tf.split(w, len(pieces), axis=0)
-    signs = {"x": (1, 0), "y": (0, 1), "x-y": (1, -1), "y-x": (-1, 1), "x*y": (0, 0)}
-
-    def signed_sum(operand):
-        total = None
-        for piece, block in zip(pieces, blocks):
-            sign = signs[piece][operand]
-            if sign:
-                term = block if sign > 0 else -block
-                total = term if total is None else total + term
-        return total
-
-    products = [block for piece, block in zip(pieces, blocks) if piece == "x*y"]
-    reduced = [signed_sum(0), signed_sum(1)] + ([tf.add_n(products)] if products else [])
-    # Every read of w but pair_dense_input_grad's (returned beside grad_w, so gated with it) ends in this copy,
-    # and grad_w waits for it: an optimizer applying grad_w never updates w in place while a gradient reads it
-    # (the blocks of tf.split, and an add_n of one, share w's buffer).
-    reduced_copy = tf.concat(reduced, axis=0)
-    reduced = tf.split(reduced_copy, len(reduced), axis=0)
+    reduced, reduced_copy = _reduced_weights(w, pieces)
+    products = "x*y" in pieces
     queries = [_repeated_rows(x), _repeated_rows(y)]
     sums = {}
 
@@ -309,19 +328,10 @@ def _pair_dense_gradients(concat, x, y, pieces, w, grad):
             return transposed_matmul(grad, rows((x, y)[side]))
         return transposed_matmul(query_sums(side), queries[side])
 
-    grad_of_x, grad_of_y = operand_gradient(0), operand_gradient(1)
-    columns = []
-    for piece, value in zip(pieces, concat.inputs[:-1]):
-        if piece == "x*y":
-            columns.append(transposed_matmul(grad, rows(value)))
-        elif piece == "x":
-            columns.append(grad_of_x)
-        elif piece == "y":
-            columns.append(grad_of_y)
-        else:
-            columns.append(grad_of_x - grad_of_y if piece == "x-y" else grad_of_y - grad_of_x)
-    with tf.control_dependencies([reduced_copy]):
-        grad_w = tf.transpose(tf.concat(columns, axis=1))
+    columns = {"x": operand_gradient(0), "y": operand_gradient(1)}
+    if products:
+        columns["x*y"] = transposed_matmul(grad, rows(concat.inputs[pieces.index("x*y")]))
+    grad_w = _weight_gradient(pieces, columns, reduced_copy)
     input_grad, _ = pair_dense_input_grad(grad, w, x, len(pieces))
     _PAIR_DENSE_GRADIENTS.setdefault(input_grad.graph, {})[input_grad.op.name] = (
         concat.name, grad_x.name, grad_y.name, tuple(pieces))
@@ -429,6 +439,80 @@ def routed_tile_gradient(original):
         return original(op, grad)
 
     return _route(gradient, original, "pair dense")
+
+
+def _pair_dense_by_pieces(query, other, side, pieces, w):
+    """concat(pieces) @ w where x (side 0) or y (side 1) repeats query over a sequence and a piece is their
+    product, as its pieces' products: query @ w_q once per query, added to each step's other @ w_o +
+    (query * other) @ w_p, with no concat and no tiled query. Its gradients are _pair_dense_gradients' for a
+    repeated query: the query's once per query, the other's and the product's in repeated_pair_grad. Rows
+    [N, units], as the MatMul's."""
+    d = tf.compat.dimension_value(other.shape[-1])
+
+    @tf.custom_gradient
+    def by_pieces(query, other, w):
+        reduced, reduced_copy = _reduced_weights(w, pieces)
+        queries, units = tf.shape(query)[0], tf.shape(w)[1]
+        rows = tf.reshape(other, [-1, d])
+        product = tf.reshape(tf.reshape(other, tf.stack([queries, -1, d])) * tf.expand_dims(query, 1), [-1, d])
+        steps = tf.linalg.matmul(rows, reduced[1 - side]) + tf.linalg.matmul(product, reduced[2])
+        steps = tf.reshape(steps, tf.stack([queries, -1, units])) + tf.expand_dims(
+            tf.linalg.matmul(query, reduced[side]), 1)
+
+        def gradient(grad):
+            sums = tf.reduce_sum(tf.reshape(grad, tf.stack([queries, -1, units])), axis=1)
+            parts = tf.linalg.matmul(grad, tf.concat([reduced[1 - side], reduced[2]], axis=0), transpose_b=True)
+            grad_other, grad_query, _ = repeated_pair_grad(parts, query, other, grad, reduced[side], sums)
+            names = ("x", "y") if side == 0 else ("y", "x")
+            columns = {names[0]: transposed_matmul(sums, query), names[1]: transposed_matmul(grad, rows),
+                       "x*y": transposed_matmul(grad, product)}
+            return grad_query, grad_other, _weight_gradient(pieces, columns, reduced_copy)
+
+        return tf.reshape(steps, tf.stack([-1, units])), gradient
+
+    return by_pieces(query, other, w)
+
+
+def routed_mat_mul(original):
+    """TensorFlow's generated MatMul wrapper (which tf.matmul and tf.layers.dense's tensordot call): original's
+    node, except that in a graph a product by a weight of a concat of x, y, their differences and their product,
+    one of them a query repeated over a sequence (DIN's activation unit), returns its pieces' products summed
+    (_pair_dense_by_pieces). The MatMul node, the concat and the tiled query are then left with no consumer,
+    so a session never runs them. The forward pass is TensorFlow's own ops, so exports hold no retf op; its
+    gradient runs retf's kernels."""
+
+    def mat_mul(a, b, transpose_a=False, transpose_b=False, name=None):
+        product = original(a, b, transpose_a=transpose_a, transpose_b=transpose_b, name=name)
+        if tf.executing_eagerly() or not hasattr(product, "op"):
+            return product
+        matched = _pair_dense_pieces(product.op)
+        if matched is None:
+            return product
+        _, x, y, pieces = matched
+        queries = [_repeated_rows(x), _repeated_rows(y)]
+        if "x*y" not in pieces or (queries[0] is None) == (queries[1] is None):
+            return product  # one product over the concat, its gradients routed_pair_dense_gradient's
+        side = 0 if queries[0] is not None else 1
+        with tf.name_scope(product.op.name + "_by_pieces"):
+            linear = _pair_dense_by_pieces(queries[side], (y, x)[side], side, pieces, product.op.inputs[1])
+        linear.set_shape(product.shape)
+        return linear
+
+    mat_mul.original = original
+    return mat_mul
+
+
+def route_pair_dense_products():
+    """Make every MatMul that tf.matmul builds in a graph from now on in this process over a concat of a repeated
+    query, a sequence, their differences and product (DIN's activation unit) compute by the pieces' linearity
+    (routed_mat_mul).
+    Idempotent; returns whether it changed the wrapper."""
+    from tensorflow.python.ops import gen_math_ops  # math_ops.matmul reads the wrapper from it at each call
+
+    if getattr(gen_math_ops.mat_mul, "original", None) is not None:
+        return False
+    gen_math_ops.mat_mul = routed_mat_mul(gen_math_ops.mat_mul)
+    return True
 
 
 def route_pair_concat_gradients():

@@ -250,6 +250,14 @@ def expose_v1_api(namespace, config):
                               "ship ([ops] build = false in its recipe): %s; set RETF_FUSED_CONCAT_GRAD=0"
                               % error) from error
         ops.route_pair_concat_gradients()
+    if switches.switch(config, "pair_dense_linear") == "1":
+        try:
+            from retf import ops
+        except ImportError as error:
+            raise ImportError("tf.matmul: the activation unit's products by pieces ship in the retf op package, which "
+                              "this build does not ship ([ops] build = false in its recipe): %s; set "
+                              "RETF_PAIR_DENSE_LINEAR=0" % error) from error
+        ops.route_pair_dense_products()
     if switches.switch(config, "fused_gru") == "1":
         try:
             from retf import ops
