@@ -367,27 +367,34 @@ import json
 import numpy as np
 import tensorflow as tf
 
-def unordered_reads(graph):
-    # The ops reading an updated variable (or a tensor sharing its buffer) that its update does not wait
-    # for: each could read the variable half-updated.
+def ancestors(*ops):
+    # ops and every op they wait for: what a session runs to run them.
+    found, stack = set(ops), list(ops)
+    while stack:
+        op = stack.pop()
+        for above in [value.op for value in op.inputs] + list(op.control_inputs):
+            if above not in found:
+                found.add(above)
+                stack.append(above)
+    return found
+
+
+def unordered_reads(graph, fetches):
+    # The ops a step of fetches runs that read an updated variable (or a tensor sharing its buffer) and that the
+    # update does not wait for: each could read the variable half-updated.
     sharing = {"Identity", "Split", "SplitV", "Reshape", "Slice", "StridedSlice", "Squeeze", "ExpandDims"}
+    runs = ancestors(*fetches)
     found = []
     for update in graph.get_operations():
         if "Apply" not in update.type or update.inputs[0].op.type != "VariableV2":
             continue
-        before, stack = set(), [update]
-        while stack:
-            op = stack.pop()
-            for above in [value.op for value in op.inputs] + list(op.control_inputs):
-                if above not in before:
-                    before.add(above)
-                    stack.append(above)
+        before = ancestors(update)
         values = list(update.inputs[0].op.outputs)
         while values:
             for reader in values.pop().consumers():
                 if reader.type in sharing:
                     values.extend(reader.outputs)
-                elif reader is not update and reader.type != "Assign" and reader not in before:
+                elif reader in runs and reader is not update and reader not in before:
                     found.append(reader.name)
     return sorted(set(found))
 
@@ -412,14 +419,8 @@ with tf.Graph().as_default() as graph:
         session.run(tf.global_variables_initializer())
         losses = [float(session.run([loss, train], feed)[0]) for _ in range(8)]
     ops = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
-    before, stack = set(), [loss.op]
-    while stack:
-        for value in stack.pop().inputs:
-            if value.op not in before:
-                before.add(value.op)
-                stack.append(value.op)
-print(json.dumps({"losses": losses, "ops": ops, "unordered_reads": unordered_reads(graph),
-                  "concat_computed": din_all.op in before, "hidden_shape": hidden.shape.as_list(),
+print(json.dumps({"losses": losses, "ops": ops, "unordered_reads": unordered_reads(graph, [loss.op, train]),
+                  "concat_computed": din_all.op in ancestors(loss.op, train), "hidden_shape": hidden.shape.as_list(),
                   "updates": sorted({op.type for op in graph.get_operations() if "Apply" in op.type})}))
 """
 

@@ -453,15 +453,19 @@ class PairDenseLinearTest(unittest.TestCase):
     setUp, unroute, tearDown = PairConcatGradTest.setUp, PairConcatGradTest.unroute, PairConcatGradTest.tearDown
     REPEATS = PairDenseGradTest.REPEATS
 
-    def dense_layer(self, pieces, dtype, shape, repeat=None, swap=False):
+    def dense_layer(self, pieces, dtype, shape, repeat=None, swap=False, known=True):
         """A dense layer (5 units, sigmoid) over concat(pieces) of x and y (x a query repeated over y's sequence;
-        with swap, y the repeated query), then a loss, in a fresh graph: (whether the concat feeds the layer,
-        the retf op types, the MatMuls' left operands' shapes, then the values of the layer and the loss's
-        gradients for the query, the sequence, the kernel and the bias)."""
+        with swap, y the repeated query), then a loss, in a fresh graph (known: the graph knows the batch and the
+        sequence's length): (whether a step computes the concat, the retf op types, the MatMuls' left operands'
+        shapes, then the values of the layer and the loss's gradients for the query, the sequence, the kernel
+        and the bias)."""
         rng = np.random.RandomState(41)
         with tf.Graph().as_default() as graph:
             query = tf.constant(rng.uniform(-1, 1, shape[:1] + shape[-1:]).astype(dtype))
             keys = tf.constant(rng.uniform(-1, 1, shape).astype(dtype))
+            if not known:
+                query = tf.compat.v1.placeholder_with_default(query, [None, shape[-1]])
+                keys = tf.compat.v1.placeholder_with_default(keys, [None] * (len(shape) - 1) + [shape[-1]])
             sequence = keys * 1.0
             repeated = self.REPEATS[repeat](query, keys) if repeat else keys * 1.5 + 0.25
             x, y = (sequence, repeated) if swap else (repeated, sequence)
@@ -473,30 +477,34 @@ class PairDenseLinearTest(unittest.TestCase):
                 hidden = tf.nn.sigmoid(tf.tensordot(net, kernel, [[2], [0]]) + bias)
             else:
                 hidden = tf.nn.sigmoid(tf.matmul(net, kernel) + bias)
-            self.assertEqual(hidden.shape.as_list(), list(shape[:-1]) + [5])
+            self.assertEqual(hidden.shape.as_list(), (list(shape[:-1]) if known else [None] * (len(shape) - 1)) + [5])
             loss = tf.reduce_sum(tf.sin(3.0 * hidden))
             fetches = [hidden] + [grad for grad in tf.compat.v1.gradients(loss, [query, keys, kernel, bias])
                                   if grad is not None]  # with no repeat, the query is not in the graph
-            before, stack = set(), [hidden.op]
-            while stack:
-                for value in stack.pop().inputs:
-                    if value.op not in before:
-                        before.add(value.op)
-                        stack.append(value.op)
+            def before(*ops):
+                found, stack = set(), list(ops)
+                while stack:
+                    for value in stack.pop().inputs:
+                        if value.op not in found:
+                            found.add(value.op)
+                            stack.append(value.op)
+                return found
+
             types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
-            shapes = [op.inputs[0].shape.as_list() for op in before if op.type == "MatMul"]
+            shapes = [op.inputs[0].shape.as_list() for op in before(hidden.op) if op.type == "MatMul"]
+            computed = before(*[fetch.op for fetch in fetches])
             with tf.compat.v1.Session() as session:
                 session.run(tf.compat.v1.global_variables_initializer())
-                return net.op in before, types, shapes, session.run(fetches)
+                return net.op in computed, types, shapes, session.run(fetches)
 
     def assert_by_pieces(self, pieces, dtype=np.float32, shape=(8, 11, 6), repeat="expand", swap=False,
-                         linear=True):
+                         linear=True, known=True):
         """The layer's values and gradients routed and not; returns the routed forward's products' left shapes."""
         self.unroute()
-        stock_concat, _, _, stock = self.dense_layer(pieces, dtype, shape, repeat, swap)
+        stock_concat, _, _, stock = self.dense_layer(pieces, dtype, shape, repeat, swap, known)
         self.assertTrue(retf.ops.route_pair_dense_products())
         self.assertFalse(retf.ops.route_pair_dense_products())  # idempotent
-        concat, types, shapes, routed = self.dense_layer(pieces, dtype, shape, repeat, swap)
+        concat, types, shapes, routed = self.dense_layer(pieces, dtype, shape, repeat, swap, known)
         self.assertTrue(stock_concat)
         self.assertEqual(concat, not linear)  # by pieces, no one computes the concat
         self.assertEqual("Retf>RepeatedPairGrad" in types, linear)  # its gradient: retf's kernel
@@ -516,6 +524,14 @@ class PairDenseLinearTest(unittest.TestCase):
                             self.assertIn([4 if repeat == "halves" else 8, 6], shapes)
                             self.assertEqual(sorted(shapes)[-2:], [[88, 6], [88, 6]])
                             self.assertEqual(len(shapes), 3)
+
+    def test_a_sequence_of_unknown_length_computes_no_concat_for_its_shape(self):
+        # tensordot reads the concat's shape where the graph does not know it; the sequence's serves.
+        for repeat in ("expand", "reshape"):
+            for swap in (False, True):
+                with self.subTest(repeat=repeat, swap=swap):
+                    shapes = self.assert_by_pieces(["x", "y", "x-y", "x*y"], repeat=repeat, swap=swap, known=False)
+                    self.assertEqual(len(shapes), 3)
 
     def test_other_concats_keep_one_product(self):
         # No repeated query, no product, or a matrix: one product over the concat, as TensorFlow computes it.

@@ -473,12 +473,28 @@ def _pair_dense_by_pieces(query, other, side, pieces, w):
     return by_pieces(query, other, w)
 
 
+def _shape_read_without(value, shape):
+    """Point what reads value's shape through a Shape op (tensordot's reshapes over a sequence whose length the
+    graph does not know) at shape, value's shape computed without value, so that no step computes value for
+    its shape alone. Operation._update_input is TensorFlow's internal rewiring (no public name): the readers
+    are the ops tensordot made in this call, which no session has run."""
+    context = value.graph._get_control_flow_context()
+    for reader in value.consumers():
+        if reader.type != "Shape" or reader._get_control_flow_context() is not context:
+            continue
+        replacement = tf.cast(shape, reader.get_attr("out_type"))
+        for consumer in reader.outputs[0].consumers():
+            for index, read in enumerate(consumer.inputs):
+                if read is reader.outputs[0]:
+                    consumer._update_input(index, replacement)
+
+
 def routed_mat_mul(original):
     """TensorFlow's generated MatMul wrapper (which tf.matmul and tf.layers.dense's tensordot call): original's
     node, except that in a graph a product by a weight of a concat of x, y, their differences and their product,
     one of them a query repeated over a sequence (DIN's activation unit), returns its pieces' products summed
-    (_pair_dense_by_pieces). The MatMul node, the concat and the tiled query are then left with no consumer,
-    so a session never runs them. The forward pass is TensorFlow's own ops, so exports hold no retf op; its
+    (_pair_dense_by_pieces). The MatMul node, the concat, its pieces and the tiled query are then left with no
+    consumer (the concat's shape read from the sequence's, _shape_read_without), so a session never runs them. The forward pass is TensorFlow's own ops, so exports hold no retf op; its
     gradient runs retf's kernels."""
 
     def mat_mul(a, b, transpose_a=False, transpose_b=False, name=None):
@@ -492,9 +508,12 @@ def routed_mat_mul(original):
         queries = [_repeated_rows(x), _repeated_rows(y)]
         if "x*y" not in pieces or (queries[0] is None) == (queries[1] is None):
             return product  # one product over the concat, its gradients routed_pair_dense_gradient's
-        side = 0 if queries[0] is not None else 1
+        side, concat = 0 if queries[0] is not None else 1, matched[0]
         with tf.name_scope(product.op.name + "_by_pieces"):
-            linear = _pair_dense_by_pieces(queries[side], (y, x)[side], side, pieces, product.op.inputs[1])
+            other = (y, x)[side]
+            linear = _pair_dense_by_pieces(queries[side], other, side, pieces, product.op.inputs[1])
+            _shape_read_without(concat.outputs[0], tf.concat([tf.shape(other)[:-1], [len(pieces) * tf.shape(other)[-1]]],
+                                                             axis=0))
         linear.set_shape(product.shape)
         return linear
 
