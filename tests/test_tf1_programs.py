@@ -631,6 +631,17 @@ def test_tf1_programs_train_on_tensorflow_2_11_as_on_tf_1_15(tf115, wheel_2_11, 
     assert_same_training(reference, produced)
 
 
+def test_dins_attention_trains_as_on_tf_1_15_with_its_first_layer_by_pieces(tf115, wheel, wheel_2_11):
+    """DIN's activation unit over sequences of varying length (tests/programs/activation_unit.py): on both wheels the
+    unit's first layer is computed by its pieces (pair_dense_linear), no step computes the concat, and training
+    follows TF 1.15.5's, with the same variables."""
+    reference, produced, on_2_11 = results(tf115.start("activation_unit"), wheel.start("activation_unit"),
+                                           wheel_2_11.start("activation_unit"))
+    assert reference["concat_computed"] and not produced["concat_computed"] and not on_2_11["concat_computed"]
+    for result in (produced, on_2_11):
+        assert_same_training(reference, result, exact=("variables",))
+
+
 # --- exports: trained on one side, served on the other ------------------------------------------------------------
 # A served model's probabilities on TF 1.15.5 and on the wheel, from the same SavedModel or frozen graph, one thread
 # each: the same ops, so equal but for the last bits of kernels the two builds compile differently (seen here:
