@@ -494,8 +494,8 @@ def routed_mat_mul(original):
     node, except that in a graph a product by a weight of a concat of x, y, their differences and their product,
     one of them a query repeated over a sequence (DIN's activation unit), returns its pieces' products summed
     (_pair_dense_by_pieces). The MatMul node, the concat, its pieces and the tiled query are then left with no
-    consumer (the concat's shape read from the sequence's, _shape_read_without), so a session never runs them. The forward pass is TensorFlow's own ops, so exports hold no retf op; its
-    gradient runs retf's kernels."""
+    consumer (the concat's shape read from the sequence's, _shape_read_without), so a session never runs them.
+    The forward pass is TensorFlow's own ops, so exports hold no retf op; its gradient runs retf's kernels."""
 
     def mat_mul(a, b, transpose_a=False, transpose_b=False, name=None):
         product = original(a, b, transpose_a=transpose_a, transpose_b=transpose_b, name=name)
@@ -512,8 +512,8 @@ def routed_mat_mul(original):
         with tf.name_scope(product.op.name + "_by_pieces"):
             other = (y, x)[side]
             linear = _pair_dense_by_pieces(queries[side], other, side, pieces, product.op.inputs[1])
-            _shape_read_without(concat.outputs[0], tf.concat([tf.shape(other)[:-1], [len(pieces) * tf.shape(other)[-1]]],
-                                                             axis=0))
+            width = len(pieces) * tf.compat.dimension_value(other.shape[-1])
+            _shape_read_without(concat.outputs[0], tf.concat([tf.shape(other)[:-1], [width]], axis=0))
         linear.set_shape(product.shape)
         return linear
 
@@ -524,8 +524,7 @@ def routed_mat_mul(original):
 def route_pair_dense_products():
     """Make every MatMul that tf.matmul builds in a graph from now on in this process over a concat of a repeated
     query, a sequence, their differences and product (DIN's activation unit) compute by the pieces' linearity
-    (routed_mat_mul).
-    Idempotent; returns whether it changed the wrapper."""
+    (routed_mat_mul). Idempotent; returns whether it changed the wrapper."""
     from tensorflow.python.ops import gen_math_ops  # math_ops.matmul reads the wrapper from it at each call
 
     if getattr(gen_math_ops.mat_mul, "original", None) is not None:
