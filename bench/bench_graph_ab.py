@@ -9,9 +9,9 @@ retf's kernels, as fused_concat_grad routes them; --change dense: the dense laye
 routed on both sides; both as one product over the concat; --change linear: the dense layer by its pieces'
 linearity, as pair_dense_linear computes it, against one product whose gradients are routed; --change split:
 retf.train.AdamOptimizer's early decay of untouched rows, RETF_SPLIT_DENSE_ADAM=1), graph B without it, each in
-its own session on the same data. Then it runs
-blocks of 20 steps, A and B in turns (the order flipping every block), and prints the median step time
-of each and the median of the per-block ratio B/A: above 1, the change is faster. Between processes
+its own session on the same data (--batch-size replaces the model's batch). Then it runs blocks of 20 steps, A
+and B in turns (the order flipping every block), and prints the median step time of each and the median of the
+per-block ratio B/A: above 1, the change is faster. Between processes
 this machine's speed moves by up to 10%, which hides a change of a few percent; within one process both
 graphs share the allocator, the thread pools and the machine's state. Python 3.6; run by the wheel's
 interpreter (the 1.x API).

@@ -80,8 +80,9 @@ FEATURES: tuple[Feature, ...] = (
             "the gradient of a concat of x, y, x - y and x * y (DIN's activation unit) comes from one retf kernel",
             "DIN's activation-unit concat gradient in one retf kernel"),
     Feature("pair_dense_linear", "RETF_PAIR_DENSE_LINEAR", ON_OFF, "0", "api",
-            "a dense layer over a concat of x, y, x - y and x * y (DIN's activation unit) computes as the sum of its "
-            "pieces' products, a query's once per query, with no concat (TensorFlow's own ops)",
+            "a dense layer over a concat of a query repeated over a sequence, the sequence, their difference and "
+            "product (DIN's activation unit) computes as the sum of its pieces' products, the query's once per query, "
+            "with no concat (TensorFlow's ops forward, retf's kernels for its gradient)",
             "DIN's activation-unit dense layer by its pieces' linearity"),
     Feature("fused_gru", "RETF_FUSED_GRU", ON_OFF, "0", "api",
             "tf.nn.dynamic_rnn over a tf.nn.rnn_cell.GRUCell runs its whole loop, and its gradient, as one retf kernel",
