@@ -16,6 +16,24 @@ def decode_csv_sides(records, record_defaults, **attrs):
     per side, ("ok", the outputs as lists) or ("error", the first line of its InvalidArgumentError)."""
     sides = []
     for label in (None, retf.ops.DECODE_CSV_LABEL):
+        session, feed, outputs = _decoder(label, record_defaults, attrs)
+        try:
+            values = session.run(outputs, {feed: records})
+        except tf.errors.InvalidArgumentError as error:
+            sides.append(("error", error.message.split("\n")[0]))
+        else:
+            sides.append(("ok", [_comparable(np.asarray(v)) for v in values]))
+    return sides
+
+
+_DECODERS = {}
+
+
+def _decoder(label, record_defaults, attrs):
+    """A session running DecodeCSV with these defaults and attributes on a fed batch of records, under ``label``'s
+    kernel (TensorFlow's for None): made once per kind of call, since the checks decode thousands of records."""
+    key = repr((label, record_defaults, sorted(attrs.items())))
+    if key not in _DECODERS:
         with tf.Graph().as_default() as graph:
             feed = tf.compat.v1.placeholder(tf.string, None)
             defaults = [tf.constant(value, dtype) for value, dtype in record_defaults]
@@ -24,14 +42,8 @@ def decode_csv_sides(records, record_defaults, **attrs):
             else:
                 with graph._kernel_label_map({"DecodeCSV": label}):
                     outputs = tf.io.decode_csv(feed, defaults, **attrs)
-            with tf.compat.v1.Session(graph=graph) as session:
-                try:
-                    values = session.run(outputs, {feed: records})
-                except tf.errors.InvalidArgumentError as error:
-                    sides.append(("error", error.message.split("\n")[0]))
-                else:
-                    sides.append(("ok", [_comparable(np.asarray(v)) for v in values]))
-    return sides
+        _DECODERS[key] = (tf.compat.v1.Session(graph=graph), feed, outputs)
+    return _DECODERS[key]
 
 
 def _comparable(values):
@@ -47,6 +59,12 @@ REQUIRED = {dtype: ([], dtype) for dtype in (tf.string, tf.int32, tf.int64, tf.f
 
 class DecodeCSVTest(unittest.TestCase):
     """retf's DecodeCSV kernel gives TensorFlow's outputs, and TensorFlow's first error, record for record."""
+
+    @classmethod
+    def tearDownClass(cls):
+        for session, _, _ in _DECODERS.values():
+            session.close()
+        _DECODERS.clear()
 
     def assert_same(self, records, record_defaults, **attrs):
         stock, ours = decode_csv_sides(records, record_defaults, **attrs)
