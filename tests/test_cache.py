@@ -376,15 +376,27 @@ def _build(cache, out):
     return wheel, run.stderr
 
 
+def _another_machine(folder):
+    """What differs on another machine, for a build started in ``folder``: HOME, TMPDIR, the working folder, the time
+    zone and the umask (keywords for subprocess.Popen)."""
+    for name in ("home", "tmp", "work"):
+        (folder / name).mkdir()
+    env = dict(os.environ, HOME=str(folder / "home"), TMPDIR=str(folder / "tmp"), TZ="Pacific/Chatham")
+    env.pop("XDG_CACHE_HOME", None)
+    return {"env": env, "cwd": folder / "work", "preexec_fn": lambda: os.umask(0o077)}
+
+
 @pytest.fixture(scope="module")
 def cold_pair(real_wheel, python36, tmp_path_factory):
-    """Two cold builds started together on one empty cache: (cache, their exit codes and stderr, their wheels)."""
-    from conftest import REPO
-
+    """Two cold builds started together on one empty cache, each as on another machine (``_another_machine``):
+    (cache, their exit codes and stderr, their wheels)."""
     cache = _cold_cache(real_wheel, tmp_path_factory.mktemp("shared-cache"))
     outs = [tmp_path_factory.mktemp(f"out{i}") for i in range(2)]
+    machines = [_another_machine(tmp_path_factory.mktemp(f"machine{i}")) for i in range(2)]
+    for machine in machines:
+        machine["env"]["RETF_PYTHON36"] = str(python36)
     runs = [subprocess.Popen(_build_command(cache, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             cwd=REPO, start_new_session=True) for out in outs]
+                             start_new_session=True, **machine) for out, machine in zip(outs, machines)]
     results = []
     try:
         for run in runs:
@@ -399,13 +411,18 @@ def cold_pair(real_wheel, python36, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_two_cold_builds_on_one_empty_cache_both_succeed_with_the_same_bytes(cold_pair):
+def test_two_cold_builds_on_one_empty_cache_of_another_machine_give_a_warm_builds_bytes(cold_pair, built_wheel):
+    """Everything compiled anew (the op library, the locked sdists) by one of two builds started together, under
+    another cache folder, HOME, TMPDIR, working folder, time zone and umask: both wheels are byte for byte the wheel
+    of a build on this machine's warm cache."""
     _, runs, wheels = cold_pair
     assert [code for code, _ in runs] == [0, 0], [err[-2000:] for _, err in runs]
     assert [len(found) for found in wheels] == [1, 1]
-    assert wheels[0][0].name == wheels[1][0].name and wheels[0][0].read_bytes() == wheels[1][0].read_bytes()
+    assert [found[0].name for found in wheels] == [built_wheel.name] * 2
+    assert wheels[0][0].read_bytes() == wheels[1][0].read_bytes() == built_wheel.read_bytes()
     made = [err for _, err in runs if "compiling the retf op library" in err]
     assert len(made) == 1, "both builds compiled the op library: the second did not wait for the first's"
+    assert any("building wrapt-1.12.1.tar.gz" in err for _, err in runs), "no locked sdist was built anew"
 
 
 @pytest.mark.slow
