@@ -336,9 +336,35 @@ def v1_wheel(real_wheel, python36, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def v1_venv(real_wheel, v1_wheel, tmp_path_factory) -> Path:
+def v1_venv_started(tmp_path_factory):
+    """v1_venv's making, begun in the background: the default input built with recipes/emulated-py36-tf1api.toml (the
+    bytes of v1_wheel), verified and kept."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from retfwheel.targets.fetch import cache_root, fetch_default_input
+    from retfwheel.targets.recipe import load_recipe
+
+    def make(folder: Path) -> Path:
+        real = fetch_default_input(load_recipe(RECIPES / "emulated-py36.toml"), cache_root())
+        return kept_environment(RECIPES / "emulated-py36-tf1api.toml", real, folder)
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    yield pool.submit(make, tmp_path_factory.mktemp("v1"))
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="session")
+def v1_venv(v1_venv_started) -> Path:
     """The wheel of recipes/emulated-py36-tf1api.toml, verified, installed in a kept copy of the old environment."""
-    return kept_environment(RECIPES / "emulated-py36-tf1api.toml", real_wheel, tmp_path_factory.mktemp("v1"), v1_wheel)
+    return v1_venv_started.result()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def started_with_the_session(request):
+    """The kept 1.x-API environment, begun with the session when a selected test needs it: its verify leaves a core
+    idle much of its time, as do the tests that run first (the op checks' verify, the cold builds)."""
+    if any("v1_venv" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("v1_venv_started")
 
 
 # --- comparing training runs -----------------------------------------------------------------------
