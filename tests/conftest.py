@@ -336,11 +336,9 @@ def v1_wheel(real_wheel, python36, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def v1_venv_started(tmp_path_factory):
-    """v1_venv's making, begun in the background: the default input built with recipes/emulated-py36-tf1api.toml (the
-    bytes of v1_wheel), verified and kept."""
-    from concurrent.futures import ThreadPoolExecutor
-
+def v1_venv_started(verified_builds, tmp_path_factory) -> Future:
+    """v1_venv's making, begun in verified_builds' pool: the default input built with recipes/emulated-py36-tf1api.toml
+    (the bytes of v1_wheel), verified and kept."""
     from retfwheel.targets.fetch import cache_root, fetch_default_input
     from retfwheel.targets.recipe import load_recipe
 
@@ -348,9 +346,7 @@ def v1_venv_started(tmp_path_factory):
         real = fetch_default_input(load_recipe(RECIPES / "emulated-py36.toml"), cache_root())
         return kept_environment(RECIPES / "emulated-py36-tf1api.toml", real, folder)
 
-    pool = ThreadPoolExecutor(max_workers=1)
-    yield pool.submit(make, tmp_path_factory.mktemp("v1"))
-    pool.shutdown(wait=True)
+    return verified_builds.pool.submit(make, tmp_path_factory.mktemp("v1"))
 
 
 @pytest.fixture(scope="session")
@@ -361,10 +357,20 @@ def v1_venv(v1_venv_started) -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def started_with_the_session(request):
-    """The kept 1.x-API environment, begun with the session when a selected test needs it: its verify leaves a core
-    idle much of its time, as do the tests that run first (the op checks' verify, the cold builds)."""
-    if any("v1_venv" in item.fixturenames for item in request.session.items):
+    """The builds and verifications the selected tests need, begun with the session two at a time, in the order the
+    tests need them: the kept 1.x-API environment, then the rows of verified_builds that tests are parametrized
+    over and take (tests/test_matrix.py's). Each leaves a core idle much of its time, as do the tests that run first (the
+    op checks' verify, the cold builds, the users' pips)."""
+    import inspect
+
+    items = request.session.items
+    if any("v1_venv" in item.fixturenames for item in items):
         request.getfixturevalue("v1_venv_started")
+    rows = [(item.callspec.params["recipe"], item.callspec.params["requirement"]) for item in items
+            if hasattr(item, "callspec") and {"recipe", "requirement"} <= set(item.callspec.params)
+            and "verified_builds" in inspect.signature(item.function).parameters]
+    if rows:
+        request.getfixturevalue("verified_builds").start(*dict.fromkeys(rows))
 
 
 # --- comparing training runs -----------------------------------------------------------------------
