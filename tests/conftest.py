@@ -350,9 +350,12 @@ def v1_venv_started(verified_builds, python36, tmp_path_factory) -> Future:
 
 
 @pytest.fixture(scope="session")
-def v1_venv(v1_venv_started) -> Path:
+def v1_venv(v1_venv_started, v1_wheel) -> Path:
     """The wheel of recipes/emulated-py36-tf1api.toml, verified, installed in a kept copy of the old environment."""
-    return v1_venv_started.result()
+    venv = v1_venv_started.result()
+    (installed,) = (venv.parent.parent / "out").glob("*.whl")
+    assert installed.read_bytes() == v1_wheel.read_bytes(), "the kept environment's wheel is not v1_wheel's bytes"
+    return venv
 
 
 @pytest.fixture(scope="session", autouse=True)
