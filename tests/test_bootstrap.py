@@ -153,6 +153,33 @@ def test_an_op_library_the_loaded_runtime_cannot_load_is_left_out_with_the_fix(p
     assert left_out.endswith("start Python with LD_PRELOAD=/site/tensorflow.libs/libstdc++.so.6.")
 
 
+def test_the_op_librarys_runtime_check_reads_no_mappings_where_the_bootstrap_made_sure_of_its_need(python36):
+    """The bootstrap found the system's runtime mapped and read its version: an op library that needs no newer one is
+    registered without reading /proc/self/maps again (a thousand lines once TensorFlow is loaded); one that needs
+    a newer one is still checked, and left out."""
+    code = ("import ctypes, sys; ctypes.CDLL('libstdc++.so.6'); sys.path.insert(0, sys.argv[1])\n"
+            "import tensorflow._retf.ops as b; from tensorflow._retf import runtime\n"
+            "config = {'label': 'tensorflow 9.9'}\n"
+            "print(runtime.PROVIDED)\n"
+            "runtime.prepare('/site/tensorflow.libs/libstdc++.so.6', (3, 4, 20), (3, 4, 99), config, lambda m: None)\n"
+            "reads = []\n"
+            "def counted(read=runtime.mapped_runtimes):\n"
+            "    reads.append(1)\n"
+            "    return read()\n"
+            "runtime.mapped_runtimes = counted\n"
+            "print(runtime.PROVIDED, b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 25], config), len(reads))\n"
+            "print(b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 99], config) is not None, len(reads))")
+    result = subprocess.run([str(python36), "-c", code, str(SHIPPED)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    before, fits, newer = result.stdout.splitlines()
+    system = subprocess.run([str(python36), "-c", VERSIONS, str(SHIPPED), str(SYSTEM_RUNTIME.resolve())],
+                            capture_output=True, text=True)
+    version = json.loads(system.stdout)[0]["version"]
+    assert before == "()"
+    assert fits == f"{tuple(version)} None 0"
+    assert newer == "True 1"
+
+
 def test_a_half_installed_wheel_is_refused_with_the_fix(python36, install):
     """pip writes INSTALLER last: metadata without it, and files RECORD lists missing, is an install killed part-way."""
     site, env = install(dist_info="tensorflow-9.9.dist-info")

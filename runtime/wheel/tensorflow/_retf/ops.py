@@ -13,8 +13,12 @@ _OLDER_REMOTE = re.compile(r"from remote target (/job:\S+?):?\s")
 
 
 def _runtime_too_old_for(library, needed, config):
-    """Why the libstdc++ this process holds cannot load ``library`` (which needs ``needed``), or None."""
-    if not needed:
+    """Why the libstdc++ this process holds cannot load ``library`` (which needs ``needed``), or None.
+
+    Where the bootstrap has already made sure of a runtime that provides ``needed`` (the op library needs no newer
+    one than TensorFlow's own code), the process's mappings (a thousand lines once TensorFlow is loaded) go unread.
+    """
+    if not needed or tuple(needed) <= runtime.PROVIDED:
         return None
     mapped = runtime.mapped_runtimes()
     if not mapped or runtime.provides(mapped[0], needed):

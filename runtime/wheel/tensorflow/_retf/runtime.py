@@ -10,6 +10,9 @@ _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
 _DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                  "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 SONAME = "libstdc++.so.6"
+# A GLIBCXX version this process's libstdc++ provides, once prepare() has made sure of it (at least ``needed``; the
+# version of the one found mapped): () before, and without the bootstrap.
+PROVIDED = ()
 
 _VERDEF = 0x6ffffffd  # SHT_GNU_verdef: the section of the symbol versions a library defines
 
@@ -152,17 +155,20 @@ def prepare(vendored, needed, wanted, config, log):
     need): preloaded only while no libstdc++ is mapped yet, never forced on a process that already
     holds an older one that ``needed`` fits.
     """
+    global PROVIDED
     vendored_real = os.path.realpath(vendored)
     mapped = mapped_runtimes()
     log("mapped libstdc++: %s" % (", ".join(mapped) or "none"))
     for path in mapped:
         if os.path.realpath(path) == vendored_real:
             log("the vendored libstdc++ is already loaded")
+            PROVIDED = needed
             return
     if mapped:
         version = glibcxx_version(mapped[0])
         if version is None or version >= needed:
             log("loaded %s (%s) runs TensorFlow (needs %s); nothing to preload" % (mapped[0], text(version), text(needed)))
+            PROVIDED = version or ()
             return
         raise ImportError(
             "%s needs a libstdc++ with %s (for %s), but %s (%s) was already loaded by an earlier import, and a "
@@ -177,7 +183,9 @@ def prepare(vendored, needed, wanted, config, log):
     log("system libstdc++: %s (%s)" % (system or "not found", text(version)))
     if version is not None and version >= max(needed, wanted):
         log("system runtime suffices; the vendored one stays unused")
+        PROVIDED = needed
         return
     import ctypes
     ctypes.CDLL(vendored, mode=ctypes.RTLD_GLOBAL)
+    PROVIDED = needed
     log("preloaded %s (system has %s, needed %s, wanted %s)" % (vendored, text(version), text(needed), text(wanted)))
