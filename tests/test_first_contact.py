@@ -188,11 +188,9 @@ def tensorflow_record(wheel: Path) -> list[str]:
 KILL_POINTS = {"early": 0.02, "late": 0.7}
 
 
-# pip 19.0.3 copies the unpacked wheel in the file system's order, pip 21.3.1 straight from the zip in its order
-@pytest.mark.parametrize("pip, point", [("19.0.3", "late"), ("21.3.1", "early")])
-def test_a_killed_install_is_repaired_by_installing_again(v1_wheel, pip, point, tmp_path):
-    recipe, wheel = V1, v1_wheel
-    venv = environment(recipe, tmp_path, pip)
+def repaired_by_installing_again(wheel: Path, pip: str, point: str, folder: Path) -> None:
+    recipe = V1
+    venv = environment(recipe, folder, pip)
     state = install_killed(venv, wheel, KILL_POINTS[point])
     python(venv, "-m", "pip", "install", str(wheel))
     # pip before 20.3 copies the unpacked wheel in the file system's order: where its metadata came first, pip takes
@@ -226,13 +224,12 @@ with tf.Session() as session:
 """
 
 
-@pytest.mark.parametrize("pip", ["19.0.3"])
-def test_a_killed_install_gives_way_to_tensorflow_1_15(v1_wheel, pip, tmp_path):
+def gives_way_to_tensorflow_1_15(wheel: Path, pip: str, point: str, folder: Path) -> None:
     """The other way back: `pip install tensorflow==1.15.5` after the kill gives a TF 1.15.5 that trains. Where the
     wheel's metadata was written before the kill, pip removes every file of the wheel on the way."""
-    recipe, wheel = V1, v1_wheel
-    venv = environment(recipe, tmp_path, pip)
-    state = install_killed(venv, wheel, KILL_POINTS["late"])
+    recipe = V1
+    venv = environment(recipe, folder, pip)
+    state = install_killed(venv, wheel, KILL_POINTS[point])
     site = site_packages(venv)
     recorded = any(site.glob("tensorflow-2.6.2*.dist-info/RECORD"))
     python(venv, "-m", "pip", "install", "tensorflow==1.15.5")
@@ -247,3 +244,35 @@ def test_a_killed_install_gives_way_to_tensorflow_1_15(v1_wheel, pip, tmp_path):
             theirs = {line.rsplit(",", 2)[0] for line in record}
         left = [path for path in tensorflow_record(wheel) if (site / path).exists() and path not in theirs]
         assert not left, (state, left[:10])
+
+
+# Each test's (pip, kill point)s: pip 19.0.3 copies the unpacked wheel in the file system's order, pip 21.3.1 straight
+# from the zip in its order.
+REPAIRED = [("19.0.3", "late"), ("21.3.1", "early")]
+GIVES_WAY = [("19.0.3", "late")]
+SCENARIOS = {"test_a_killed_install_is_repaired_by_installing_again": (repaired_by_installing_again, REPAIRED),
+             "test_a_killed_install_gives_way_to_tensorflow_1_15": (gives_way_to_tensorflow_1_15, GIVES_WAY)}
+
+
+@pytest.fixture(scope="module")
+def killed_installs(request, v1_wheel, tmp_path_factory):
+    """(test name, pip, kill point) -> the run of that killed install and its repair: the selected ones two at a time
+    (pip runs on one core, each in its own copy of the environment), all begun when the first test asks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    selected = [(item.originalname, item.callspec.params["pip"], item.callspec.params.get("point", "late"))
+                for item in request.session.items if item.originalname in SCENARIOS]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {(name, pip, point): pool.submit(SCENARIOS[name][0], v1_wheel, pip, point,
+                                               tmp_path_factory.mktemp(f"killed-{pip}-{point}"))
+               for name, pip, point in selected}
+
+
+@pytest.mark.parametrize("pip, point", REPAIRED)
+def test_a_killed_install_is_repaired_by_installing_again(killed_installs, pip, point):
+    killed_installs["test_a_killed_install_is_repaired_by_installing_again", pip, point].result()
+
+
+@pytest.mark.parametrize("pip, point", GIVES_WAY)
+def test_a_killed_install_gives_way_to_tensorflow_1_15(killed_installs, pip, point):
+    killed_installs["test_a_killed_install_gives_way_to_tensorflow_1_15", pip, point].result()
