@@ -3,11 +3,11 @@
 Installs WHEEL into a copy of the environment, then, in fresh processes under the old libstdc++,
 times the bootstrap's run() with the settings injected into tensorflow/__init__.py, and, when the
 wheel ships the retf op library, its registration at the end of `import tensorflow` (register_ops).
-What TensorFlow's own pywrap_tensorflow.py imports in every `import tensorflow` (ctypes) is imported before
-run()'s clock: the bootstrap's use of it adds nothing. The baseline measured in the same run is the interpreter's own start-up; the goal is <= 15 ms per
-process for the two together. Then the whole `import tensorflow as tf; tf.constant(1)` that every
-script pays: wall time and peak memory of the wheel against the environment's own TF 1.15.5, the
-two sides timed in turns.
+What TensorFlow's own pywrap_tensorflow.py imports in every `import tensorflow` (ctypes) is imported
+before run()'s clock: the bootstrap's use of it adds nothing. The baseline measured in the same run is
+the interpreter's own start-up; the goal is <= 15 ms per process for the two together. Then the whole
+`import tensorflow as tf; tf.constant(1)` that every script pays: wall time and peak memory of the wheel
+against the environment's own TF 1.15.5, the two sides timed in turns.
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ def main() -> None:
         shared = imported_by_tensorflow(site)
         bootstrap, ops, startup = [], [], []
         for _ in range(args.runs):  # in turns, so load that drifts during the run falls on every measure
-            bootstrap.append(timed(emulated_command(env, [str(env.python), "-c", TIMER, site, json.dumps(config), ",".join(shared)])))
+            bootstrap.append(timed(emulated_command(env, [str(env.python), "-c", TIMER, site, json.dumps(config),
+                                                          ",".join(shared)])))
             if ops_config is not None:
                 ops.append(timed(emulated_command(env, [str(env.python), "-c", OPS_TIMER, json.dumps(ops_config)])))
             startup.append(wall(emulated_command(env, [str(env.python), "-c", BASELINE])))

@@ -167,7 +167,7 @@ def test_the_op_librarys_runtime_check_reads_no_mappings_where_the_bootstrap_mad
             "    reads.append(1)\n"
             "    return read()\n"
             "runtime.mapped_runtimes = counted\n"
-            "print(runtime.PROVIDED, b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 25], config), len(reads))\n"
+            "print(runtime.PROVIDED, b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 20], config), len(reads))\n"
             "print(b._runtime_too_old_for('/site/retf/_retf_ops.so', [3, 4, 99], config) is not None, len(reads))")
     result = subprocess.run([str(python36), "-c", code, str(SHIPPED)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
