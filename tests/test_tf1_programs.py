@@ -168,14 +168,17 @@ def test_a_checkpoint_save_takes_and_leaves_no_more_resident_memory_than_on_tf_1
     """TensorFlow 2.x's writer piles its freed 8 MiB buffers up in the heap while it saves and leaves them there
     (RETF_HEAP_TRIM=0 shows both); the wheel gives them back while and after it saves, so a save costs about what it
     costs on TF 1.15.5."""
-    reference, produced, kept = results(tf115.start("checkpoint_heap"), wheel.start("checkpoint_heap"),
-                                        wheel.start("checkpoint_heap", "--keep-heap"))
-    assert reference["saved_bytes"] == produced["saved_bytes"] == 300000 * 256 * 4
+    reference, kept, *produced = results(tf115.start("checkpoint_heap"), wheel.start("checkpoint_heap", "--keep-heap"),
+                                         *(wheel.start("checkpoint_heap", "--run", str(n)) for n in range(3)))
+    assert reference["saved_bytes"] == produced[0]["saved_bytes"] == 300000 * 256 * 4
 
     def costs(result):
         return result["during_mib"] - result["before_mib"], result["after_mib"] - result["before_mib"]
 
-    (kept_during, kept_after), (during, after), (tf115_during, tf115_after) = map(costs, (kept, produced, reference))
+    (kept_during, kept_after), (tf115_during, tf115_after) = costs(kept), costs(reference)
+    # The wheel's save, in three processes: the trims run every 50 ms, and a machine busy elsewhere can delay one
+    # run's (once 40 MiB where 20-32 is usual); a trim that does not work raises all three.
+    during, after = (statistics.median(values) for values in zip(*map(costs, produced)))
     assert kept_during > 40 and kept_after > 40, kept  # what the wheel gives back (57-193 MiB measured)
     assert during <= tf115_during + 30 and after <= tf115_after + 20, (produced, reference)  # 25 and 9 against 9, 1
 
