@@ -4,8 +4,9 @@ variable.
     python checkpoint_heap.py WORK_DIR [--keep-heap] [--run N]
 
 --keep-heap sets RETF_HEAP_TRIM=0 before TensorFlow is imported (the wheel then leaves the heap as the save leaves
-it); --run N only names a run, where the same save is measured in several processes. Prints one JSON line: the process's resident MiB before the save, its highest while the save runs (sampled
-every 5 ms), and after it; and the bytes saved.
+it); --run N only names a run, where the same save is measured in several processes. Prints one JSON line: the
+process's resident MiB before the save, its highest while the save runs (sampled every 5 ms), and after it; and
+the bytes saved.
 """
 import json
 import os
