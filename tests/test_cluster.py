@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -70,10 +71,70 @@ def _clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CONFIG"))}
 
 
+# Clusters wait more than they compute (a worker that is not the chief finds the model not yet initialised and
+# sleeps 30 s before it looks again), so three run at once.
+_CLUSTERS = ThreadPoolExecutor(max_workers=3)
+
+
+class Trainings:
+    """ps_training runs, each (environments, options) begun once per module in the pool."""
+
+    def __init__(self):
+        self.runs: dict[tuple, Future] = {}
+
+    def start(self, ps_env: Environment, worker_env: Environment, **options) -> Future:
+        key = (ps_env.python, worker_env.python, json.dumps(options, sort_keys=True))
+        if key not in self.runs:
+            self.runs[key] = _CLUSTERS.submit(ps_training, ps_env, worker_env, **options)
+        return self.runs[key]
+
+
+@pytest.fixture(scope="module")
+def trainings(request, wheel_env, tf115_env) -> Trainings:
+    """The pool's runs, begun with those of every selected test that trains two workers or compares one's losses."""
+    begun = Trainings()
+    for item in request.session.items:
+        if item.module is not request.module:
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.originalname == "test_partitioned_embedding_variables_live_and_train_on_the_ps_tasks":
+            embedding_variables(begun, wheel_env)
+        elif item.originalname == "test_two_ps_two_workers_train":
+            two_workers(begun, wheel_env, params["mode"])
+        elif item.originalname == "test_one_worker_trains_as_tensorflow_1_15_does":
+            one_worker(begun, tf115_env, params["reference"], optimizer=params["reference"])
+            one_worker(begun, wheel_env, params["mode"])
+    return begun
+
+
+def two_workers(trainings: Trainings, wheel_env: Environment, mode: str) -> Future:
+    env, optimizer, _ = MODES[mode]
+    return trainings.start(wheel_env, wheel_env, optimizer=optimizer, worker_vars=env)
+
+
+def embedding_variables(trainings: Trainings, wheel_env: Environment) -> Future:
+    return trainings.start(wheel_env, wheel_env, optimizer="adam", steps=30, worker_args=("--ev",))
+
+
+def one_worker(trainings: Trainings, env: Environment, mode: str, optimizer: str | None = None) -> Future:
+    """One worker's 30 steps on one thread: on the wheel by ``mode`` (MODES), or with ``optimizer`` as it is (on
+    TF 1.15.5)."""
+    if optimizer is not None:
+        return trainings.start(env, env, workers=1, steps=30, optimizer=optimizer, threads=1)
+    worker_vars, optimizer, _ = MODES[mode]
+    return trainings.start(env, env, workers=1, steps=30, optimizer=optimizer, worker_vars=worker_vars, threads=1)
+
+
+def losses(run: Future) -> list[float]:
+    got = run.result()
+    assert got.ok, got.failure()
+    return got.of("worker")[0].json["losses"]
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_two_ps_two_workers_train(wheel_env, mode):
-    env, optimizer, expected = MODES[mode]
-    run = ps_training(wheel_env, wheel_env, optimizer=optimizer, worker_vars=env)
+def test_two_ps_two_workers_train(trainings, wheel_env, mode):
+    _, _, expected = MODES[mode]
+    run = two_workers(trainings, wheel_env, mode).result()
     assert run.ok, run.failure()
     reports = [r.json for r in run.of("worker")]
     assert all(r is not None and r["optimizer"] == expected for r in reports), reports
@@ -82,51 +143,21 @@ def test_two_ps_two_workers_train(wheel_env, mode):
     assert 20 <= len(losses) <= 22 and all(math.isfinite(x) for x in losses), reports
 
 
-@pytest.fixture(scope="module")
-def tf115_losses(tf115_env):
-    """One worker's losses on TF 1.15.5 by optimizer, each run once."""
-    runs: dict[str, list[float]] = {}
-
-    def losses(optimizer: str) -> list[float]:
-        if optimizer not in runs:
-            want = ps_training(tf115_env, tf115_env, workers=1, steps=30, optimizer=optimizer, threads=1)
-            assert want.ok, want.failure()
-            runs[optimizer] = want.of("worker")[0].json["losses"]
-        return runs[optimizer]
-
-    return losses
-
-
-@pytest.fixture(scope="module")
-def wheel_losses(wheel_env):
-    """One worker's losses on the wheel by mode (MODES), each run once."""
-    runs: dict[str, list[float]] = {}
-
-    def losses(mode: str) -> list[float]:
-        if mode not in runs:
-            env, optimizer, _ = MODES[mode]
-            got = ps_training(wheel_env, wheel_env, workers=1, steps=30, optimizer=optimizer, worker_vars=env, threads=1)
-            assert got.ok, got.failure()
-            runs[mode] = got.of("worker")[0].json["losses"]
-        return runs[mode]
-
-    return losses
-
-
 @pytest.mark.parametrize("mode, reference", [("dense", "adam"), ("fused", "adam"), ("lazy", "lazy"),
                                              ("retf.train.LazyAdamOptimizer", "lazy"), ("adagrad", "adagrad"),
                                              ("ftrl", "ftrl")])
-def test_one_worker_trains_as_tensorflow_1_15_does(wheel_losses, tf115_losses, mode, reference):
+def test_one_worker_trains_as_tensorflow_1_15_does(trainings, wheel_env, tf115_env, mode, reference):
     """One worker is deterministic: its losses match TF 1.15.5's own ops (tf.contrib.opt's lazy Adam for lazy;
     TF 1.15.5's Adagrad and FTRL for the wheel's fused ones)."""
-    problems = training_differences(tf115_losses(reference), wheel_losses(mode))
+    problems = training_differences(losses(one_worker(trainings, tf115_env, reference, optimizer=reference)),
+                                    losses(one_worker(trainings, wheel_env, mode)))
     assert not problems, "\n".join(problems)
 
 
-def test_partitioned_embedding_variables_live_and_train_on_the_ps_tasks(wheel_env):
+def test_partitioned_embedding_variables_live_and_train_on_the_ps_tasks(trainings, wheel_env):
     """DeepRec's EmbeddingVariable in two parts, one on each ps task (replica_device_setter places its handles
     there), looked up and updated there by two asynchronous workers, with a CounterFilter."""
-    run = ps_training(wheel_env, wheel_env, optimizer="adam", steps=30, worker_args=("--ev",))
+    run = embedding_variables(trainings, wheel_env).result()
     assert run.ok, run.failure()
     reports = [r.json for r in run.of("worker")]
     assert all(r["table_devices"] == ["/job:ps/task:0", "/job:ps/task:1"] for r in reports), reports
@@ -136,9 +167,10 @@ def test_partitioned_embedding_variables_live_and_train_on_the_ps_tasks(wheel_en
     assert last < first, reports
 
 
-def test_lazy_and_dense_adam_differ_under_ps(wheel_losses):
+def test_lazy_and_dense_adam_differ_under_ps(trainings, wheel_env):
     """The comparison above can tell the semantics apart: lazy Adam's losses are not dense Adam's."""
-    assert training_differences(wheel_losses("dense"), wheel_losses("lazy"))
+    assert training_differences(losses(one_worker(trainings, wheel_env, "dense")),
+                                losses(one_worker(trainings, wheel_env, "lazy")))
 
 
 def test_ps_without_the_library_fails_the_cluster_with_a_fix(wheel_env):

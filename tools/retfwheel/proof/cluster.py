@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,10 @@ from retfwheel.process import last_json
 _PR_SET_PDEATHSIG = 1
 _POLL_SECONDS = 0.05
 _STOP_SECONDS = 5.0
+# Ports handed out by this process: a cluster's tasks bind theirs seconds after they were picked (once TensorFlow has
+# loaded), and another cluster started meanwhile must not be given them again.
+_HANDED_OUT: set[int] = set()
+_HANDING_OUT = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -75,17 +80,22 @@ class ClusterRun:
 
 
 def free_ports(count: int) -> list[int]:
-    """Ports free on localhost now (held together while picking, so they differ)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            handle = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            handle.bind(("127.0.0.1", 0))
-            sockets.append(handle)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for handle in sockets:
-            handle.close()
+    """Ports free on localhost now and not handed out by this process before."""
+    picked: list[int] = []
+    held: list[socket.socket] = []
+    with _HANDING_OUT:
+        try:
+            while len(picked) < count:
+                handle = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                handle.bind(("127.0.0.1", 0))
+                held.append(handle)  # held until all are picked, so none is picked twice
+                if (port := handle.getsockname()[1]) not in _HANDED_OUT:
+                    picked.append(port)
+            _HANDED_OUT.update(picked)
+            return picked
+        finally:
+            for handle in held:
+                handle.close()
 
 
 def cluster_spec(jobs: dict[str, int]) -> dict[str, list[str]]:
@@ -138,13 +148,21 @@ def _wait(running, deadline: float) -> bool:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it if this process dies first (killed before its own clean-up),
-    so no task outlives the launcher. Kept across exec; Linux only, a no-op elsewhere."""
+    """In the child before exec: SIGKILL it if the thread that started it ends first (killed before its own
+    clean-up), so no task outlives the launcher. Kept across exec; Linux only, a no-op elsewhere. ``prctl`` is
+    looked up in the parent (``_PRCTL``): the child of a process with threads calls no loader."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _prctl():
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+_PRCTL = _prctl()
 
 
 def _stop(process: subprocess.Popen) -> bool:
