@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,16 @@ def run_in(recipe, venv, code, **environ):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+# A probe is one process that spends its time importing TensorFlow on one core; this machine has two.
+_PROBES = ThreadPoolExecutor(max_workers=2)
+
+
+def run_in_each(recipe, venv, code, *environs: dict[str, str]) -> list[dict]:
+    """``code`` run as run_in runs it once with each of ``environs``'s variables, two at a time: the reports, in
+    their order."""
+    return list(_PROBES.map(lambda environ: run_in(recipe, venv, code, **environ), environs))
+
+
 @pytest.fixture(scope="module")
 def lazy_recipe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lazy-recipe")
@@ -116,8 +127,8 @@ def test_the_allocator_is_tensorflows_unless_the_user_chose(v1_venv):
     # bench/MODELS.md ("The BFC allocator") does not show the BFC allocator helping across the models, so the
     # recipe sets no allocator; a user's own setting reaches TensorFlow untouched.
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    assert run_in(recipe, v1_venv, SURFACE)["bfc"] is None
-    assert run_in(recipe, v1_venv, SURFACE, TF_CPU_ALLOCATOR_USE_BFC="true")["bfc"] == "true"
+    default, chosen = run_in_each(recipe, v1_venv, SURFACE, {}, {"TF_CPU_ALLOCATOR_USE_BFC": "true"})
+    assert default["bfc"] is None and chosen["bfc"] == "true"
 
 
 def test_2x_api_on_request(v1_venv):
@@ -135,10 +146,9 @@ def test_adam_keeps_dense_semantics_through_the_fused_kernel(v1_venv):
 
 def test_sparse_adam_chosen_per_process(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    stock = run_in(recipe, v1_venv, LAZY_PROBE, RETF_SPARSE_ADAM="dense")
+    stock, lazy = run_in_each(recipe, v1_venv, LAZY_PROBE, {"RETF_SPARSE_ADAM": "dense"}, {"RETF_SPARSE_ADAM": "lazy"})
     assert stock == {"optimizer": "tensorflow.python.training.adam.AdamOptimizer", "untouched_row_moved": True,
                      "slots": ["table/Adam", "table/Adam_1"]}
-    lazy = run_in(recipe, v1_venv, LAZY_PROBE, RETF_SPARSE_ADAM="lazy")
     assert lazy["optimizer"] == "retf.train.LazyAdamStandIn" and lazy["untouched_row_moved"] is False
     result = run_bounded([sys.executable, "-m", "retfwheel", "run", "--recipe", str(recipe), "--env", str(v1_venv),
                              "python", "-c", "import tensorflow"], PROGRAM_TIMEOUT,
@@ -267,7 +277,7 @@ def test_deeprec_modules_its_scripts_import_are_there_and_name_the_flag_to_chang
 
 def test_adagrad_and_ftrl_take_the_fused_kernels_and_deeprec_names_come_with_their_switch(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    report = run_in(recipe, v1_venv, FUSED_PROBE)
+    report, stock, off = run_in_each(recipe, v1_venv, FUSED_PROBE, {}, {"RETF_FUSED_SPARSE": "0"}, {"RETF_OPS": "0"})
     assert report["AdagradOptimizer"] == "retf.train.AdagradOptimizer"
     assert report["FtrlOptimizer"] == "retf.train.FtrlOptimizer"
     assert report["AdagradOptimizer_ops"] == ["Retf>SparseApplyAdagradRef"]
@@ -280,11 +290,10 @@ def test_adagrad_and_ftrl_take_the_fused_kernels_and_deeprec_names_come_with_the
         losses = report[name + "_losses"]
         assert losses[0] == 6 * 16 * 0.25 and losses[2] < losses[1] < losses[0], losses
         assert report[name + "_ops"] == [op]
-    stock = run_in(recipe, v1_venv, FUSED_PROBE, RETF_FUSED_SPARSE="0")
     assert stock["AdagradOptimizer"] == "tensorflow.python.training.adagrad.AdagradOptimizer"
     assert stock["AdagradOptimizer_ops"] == ["SparseApplyAdagrad"]
     assert stock["FtrlOptimizer_ops"] == ["SparseApplyFtrl"]
-    assert run_in(recipe, v1_venv, FUSED_PROBE, RETF_OPS="0")["FtrlOptimizer"] == "tensorflow.python.training.ftrl.FtrlOptimizer"
+    assert off["FtrlOptimizer"] == "tensorflow.python.training.ftrl.FtrlOptimizer"
 
 
 EMBEDDING_PROBE = """
@@ -348,8 +357,8 @@ print(json.dumps({"losses": losses, "ops": ops}))
 
 def test_small_weights_take_retfs_weight_gradient_by_the_switch(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    routed = run_in(recipe, v1_venv, WEIGHT_GRADIENT_PROBE, RETF_FUSED_MATMUL_GRAD="1")
-    stock = run_in(recipe, v1_venv, WEIGHT_GRADIENT_PROBE, RETF_FUSED_MATMUL_GRAD="0")
+    routed, stock = run_in_each(recipe, v1_venv, WEIGHT_GRADIENT_PROBE, {"RETF_FUSED_MATMUL_GRAD": "1"},
+                                {"RETF_FUSED_MATMUL_GRAD": "0"})
     assert routed["ops"] == ["Retf>TransposedMatMul"] and stock["ops"] == []
     # Only the order of the weight gradients' sums differs.
     assert_same_training(routed["losses"], stock["losses"])
@@ -428,10 +437,9 @@ print(json.dumps({"losses": losses, "ops": ops, "unordered_reads": unordered_rea
 def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     # The dense layer as one product over the concat, whose gradient the switch routes.
-    routed = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="1", RETF_FUSED_MATMUL_GRAD="0",
-                    RETF_PAIR_DENSE_LINEAR="0")
-    stock = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_FUSED_CONCAT_GRAD="0", RETF_FUSED_MATMUL_GRAD="0",
-                    RETF_PAIR_DENSE_LINEAR="0")
+    routed, stock = run_in_each(recipe, v1_venv, ACTIVATION_UNIT_PROBE, *(
+        {"RETF_FUSED_CONCAT_GRAD": concat, "RETF_FUSED_MATMUL_GRAD": "0", "RETF_PAIR_DENSE_LINEAR": "0"}
+        for concat in ("1", "0")))
     # The dense layer's: its operands' gradients (the query's once per query), its lazy input gradient.
     for op in ("Retf>RepeatedPairGrad", "Retf>PairDenseInputGrad"):
         assert op in routed["ops"] and op not in stock["ops"], (routed["ops"], stock["ops"])
@@ -444,8 +452,8 @@ def test_the_activation_units_concat_gradient_takes_retfs_kernel_by_the_switch(v
 
 def test_the_activation_units_dense_layer_computes_by_its_pieces_by_the_switch(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    linear = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE)  # the recipe's pair_dense_linear = true
-    product = run_in(recipe, v1_venv, ACTIVATION_UNIT_PROBE, RETF_PAIR_DENSE_LINEAR="0")
+    # the recipe's pair_dense_linear = true, then off
+    linear, product = run_in_each(recipe, v1_venv, ACTIVATION_UNIT_PROBE, {}, {"RETF_PAIR_DENSE_LINEAR": "0"})
     # By pieces no one computes the concat, and the routed gradient over it is not built.
     assert (linear["concat_computed"], product["concat_computed"]) == (False, True)
     assert "Retf>PairDenseInputGrad" not in linear["ops"] and "Retf>PairDenseInputGrad" in product["ops"]
@@ -487,8 +495,8 @@ print(json.dumps({"values": values, "error": error, "priorities": priorities,
 
 def test_decode_csv_takes_retfs_kernel_by_the_switch(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    ours = run_in(recipe, v1_venv, DECODE_CSV_PROBE)  # the recipe's fast_decode_csv = true
-    stock = run_in(recipe, v1_venv, DECODE_CSV_PROBE, RETF_FAST_DECODE_CSV="0")
+    # the recipe's fast_decode_csv = true, then off
+    ours, stock = run_in_each(recipe, v1_venv, DECODE_CSV_PROBE, {}, {"RETF_FAST_DECODE_CSV": "0"})
     assert ours["priorities"] == [0, 1] and stock["priorities"] == [0]
     assert ours["retf_ops"] == [] and stock["retf_ops"] == []  # the graph keeps TensorFlow's op
     assert ours["values"] == stock["values"] and len(ours["values"]) == 4
@@ -524,8 +532,9 @@ def test_embedding_lookups_take_the_fused_op_where_it_applies(v1_venv):
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     # linear_model's numeric weight is a MatMul: its weight gradient stays TensorFlow's here, the op sets
     # being about the lookups.
-    fused = run_in(recipe, v1_venv, EMBEDDING_PROBE, RETF_FUSED_EMBEDDING="1", RETF_FUSED_MATMUL_GRAD="0")
-    stock = run_in(recipe, v1_venv, EMBEDDING_PROBE, RETF_FUSED_MATMUL_GRAD="0")  # the recipe's lookups: TF's own
+    # the stock run takes the recipe's lookups: TensorFlow's own
+    fused, stock = run_in_each(recipe, v1_venv, EMBEDDING_PROBE, {"RETF_FUSED_EMBEDDING": "1", "RETF_FUSED_MATMUL_GRAD": "0"},
+                               {"RETF_FUSED_MATMUL_GRAD": "0"})
     assert fused["public"] == "retf.nn" and stock["public"] != "retf.nn"
     assert fused["ops"] == ["Retf>EmbeddingLookupSparse", "Retf>EmbeddingLookupSparseGrad",
                             "Retf>SparseApplyAdagradRef"], fused["ops"]
@@ -562,9 +571,8 @@ def test_exports_take_tf_1_15s_form_unless_switched_off(v1_venv):
     """tf.parse_example builds ParseExampleV2 in the graph; the SavedModel holds ParseExample, which TF 1.15 has, and
     RETF_TF115_EXPORTS=0 writes TensorFlow 2.x's form, which the check refuses, naming the op and the fix."""
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    rewritten = run_in(recipe, v1_venv, PARSING_EXPORT)
+    rewritten, kept = run_in_each(recipe, v1_venv, PARSING_EXPORT, {}, {"RETF_TF115_EXPORTS": "0"})
     assert rewritten["ops"] == ["ParseExampleV2"] and rewritten["check"] == []
-    kept = run_in(recipe, v1_venv, PARSING_EXPORT, RETF_TF115_EXPORTS="0")
     assert len(kept["check"]) == 1 and "op ParseExampleV2" in kept["check"][0]
     assert "TensorFlow 1.15 has no such op" in kept["check"][0] and "export it again" in kept["check"][0]
 
@@ -590,12 +598,11 @@ def test_exports_leave_out_retfs_kernel_label_unless_switched_off(v1_venv):
     """tf.matmul's batch products carry retf's kernel label in the graph (small_batch_matmul); the SavedModel leaves
     it out, so TF 1.15 runs them on its own kernel, and RETF_TF115_EXPORTS=0 keeps it, which the check names."""
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    rewritten = run_in(recipe, v1_venv, ATTENTION_EXPORT)
+    rewritten, kept, stock = run_in_each(recipe, v1_venv, ATTENTION_EXPORT, {}, {"RETF_TF115_EXPORTS": "0"},
+                                         {"RETF_SMALL_BATCH_MATMUL": "0"})
     assert rewritten["labels"] == ["retf", "retf"] and rewritten["check"] == [], rewritten
-    kept = run_in(recipe, v1_venv, ATTENTION_EXPORT, RETF_TF115_EXPORTS="0")
     assert len(kept["check"]) == 1 and "op BatchMatMulV2" in kept["check"][0], kept["check"]
     assert 'kernel label "retf"' in kept["check"][0] and "export it again" in kept["check"][0]
-    stock = run_in(recipe, v1_venv, ATTENTION_EXPORT, RETF_SMALL_BATCH_MATMUL="0")
     assert stock["labels"] == ["", ""] and stock["check"] == []
 
 
@@ -615,9 +622,8 @@ def test_keras_layer_normalization_takes_tf_2s_fused_form_only_when_switched_off
     """Both Keras copies' LayerNormalization computes tf.nn.moments (two means each) as TF 1.15's Keras did
     (layer_norm_moments), with the op library off too; RETF_LAYER_NORM_MOMENTS=0 gives TF 2.x's FusedBatchNormV3."""
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    assert run_in(recipe, v1_venv, LAYER_NORM_FORMS) == {"fused": 0, "means": 4}
-    assert run_in(recipe, v1_venv, LAYER_NORM_FORMS, RETF_OPS="0") == {"fused": 0, "means": 4}
-    assert run_in(recipe, v1_venv, LAYER_NORM_FORMS, RETF_LAYER_NORM_MOMENTS="0") == {"fused": 2, "means": 0}
+    forms = run_in_each(recipe, v1_venv, LAYER_NORM_FORMS, {}, {"RETF_OPS": "0"}, {"RETF_LAYER_NORM_MOMENTS": "0"})
+    assert forms == [{"fused": 0, "means": 4}, {"fused": 0, "means": 4}, {"fused": 2, "means": 0}]
 
 
 FUSED_LOOKUP_EXPORT = """
