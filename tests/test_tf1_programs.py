@@ -14,6 +14,7 @@ Adam on sparse gradients moves the third loss by 10% (test_tolerance_rejects_laz
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -37,8 +38,8 @@ V1_RECIPE = REPO / "recipes" / "emulated-py36-tf1api.toml"
 METRIC_ATOL = 1e-4
 
 
-def retfwheel(*args: object) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+def retfwheel(*args: object, environ: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ if environ is None else environ, TF_CPP_MIN_LOG_LEVEL="2")
     return run_bounded([sys.executable, "-m", "retfwheel", *args], PROGRAM_TIMEOUT, cwd=REPO, env=env)
 
 
@@ -58,20 +59,22 @@ class Runner:
         return self.start(name, *args).result()
 
     def start(self, name: str, *args: str) -> Future:
-        """The program's run, begun now if it has not been (the result: ``.result()``)."""
+        """The program's run, begun now if it has not been, in the environment variables of now (the result:
+        ``.result()``)."""
         key = (name,) + args
         if key not in self.results:
             work = self.work_dirs[key] = self.folder / f"{name}-{len(self.work_dirs)}"
             work.mkdir()
-            self.results[key] = _PROGRAMS.submit(self._run, name, work, args)
+            self.results[key] = _PROGRAMS.submit(self._run, name, work, args, dict(os.environ))
         return self.results[key]
 
     def work_dir(self, name: str, *args: str) -> Path:
         return self.work_dirs[(name,) + args]
 
-    def _run(self, name, work, args):
+    def _run(self, name, work, args, environ):
         env_option = ("--env", self.venv) if self.venv else ()
-        run = retfwheel("run", "--recipe", self.recipe, *env_option, "python", PROGRAMS / f"{name}.py", work, *args)
+        run = retfwheel("run", "--recipe", self.recipe, *env_option, "python", PROGRAMS / f"{name}.py", work, *args,
+                        environ=environ)
         assert run.returncode == 0, f"{name} failed under {self.recipe.name}:\n{run.stderr[-4000:]}"
         return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -125,6 +128,55 @@ def assert_same_training(reference: dict, produced: dict, metrics: tuple[str, ..
         if produced[name] != reference[name]:
             problems.append(f"{name}: {produced[name]!r} vs TF 1.15.5's {reference[name]!r}")
     assert not problems, "\n".join(problems)
+
+
+# --- the pool kept busy: each test begins the runs its next tests will ask for -------------------------------------
+# A test waits for its own runs, and the pool idles while the slower side of a pair finishes, while a test checks
+# results or runs something outside the pool. So before its body runs, each test begins the runs that its own body and
+# the next LOOKAHEAD tests' bodies ask for with arguments known beforehand: the calls `pair(side, side, ...)`,
+# `side(...)` and `side.start(...)` of the sides in AHEAD_SIDES whose arguments are strings or the test's string
+# parameters. A run asked for only later (one that reads another's checkpoint) queues behind at most those.
+LOOKAHEAD = 2
+AHEAD_SIDES = ("tf115", "wheel", "wheel_2_11")
+
+
+def runs_asked_for(test: ast.FunctionDef, params: dict) -> list[tuple[str, tuple[str, ...]]]:
+    """(side's fixture name, program and arguments) of each run ``test``'s body asks for as above, in source order."""
+    found = []
+    for call in sorted((node for node in ast.walk(test) if isinstance(node, ast.Call)),
+                       key=lambda node: (node.lineno, node.col_offset)):
+        func, args = call.func, call.args
+        if isinstance(func, ast.Name) and func.id == "pair":
+            sides, args = [arg.id for arg in args[:2] if isinstance(arg, ast.Name)], args[2:]
+        elif isinstance(func, ast.Name):
+            sides = [func.id]
+        elif isinstance(func, ast.Attribute) and func.attr == "start" and isinstance(func.value, ast.Name):
+            sides = [func.value.id]
+        else:
+            continue
+        values = [arg.value if isinstance(arg, ast.Constant) else params.get(arg.id) if isinstance(arg, ast.Name)
+                  else None for arg in args]
+        if args and all(isinstance(value, str) for value in values) and set(sides) <= set(AHEAD_SIDES):
+            found += [(side, tuple(values)) for side in sides]
+    return found
+
+
+_TESTS = {node.name: node for node in ast.parse(Path(__file__).read_text()).body
+          if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+
+
+@pytest.fixture(autouse=True)
+def begin_ahead(request):
+    """Begins the runs of this test and of the next LOOKAHEAD selected tests of this module (none for a test that
+    sets environment variables: its runs must see them)."""
+    tests = [item for item in request.session.items if item.module is request.module]
+    here = tests.index(request.node)
+    for item in tests[here:here + 1 + LOOKAHEAD]:
+        test = _TESTS.get(item.originalname)
+        if test is None or "monkeypatch" in item.fixturenames:
+            continue
+        for side, program in runs_asked_for(test, getattr(getattr(item, "callspec", None), "params", {})):
+            request.getfixturevalue(side).start(*program)
 
 
 def test_placeholders_dense_layers_adam_and_v1_graph(tf115, wheel):
@@ -654,13 +706,13 @@ def test_dins_attention_trains_as_on_tf_1_15_with_its_first_layer_by_pieces(tf11
 SERVED_ATOL = 1e-6
 
 
-def served_folders(side: Runner, criteo: Path, taobao: Path, tf115: Runner, wheel: Runner) -> list[str]:
-    folders = []
-    for model in PARITY:
-        parity_runs(tf115, wheel, criteo, taobao, model)
-        folders.append(str(side.folder / f"export-{model}"))
-    return (folders + side("estimator_export")["served"] + side("graph_exports")["served"] + side("gru_exports")["served"]
-            + side("attention_exports")["served"])
+EXPORTERS = ("estimator_export", "graph_exports", "gru_exports", "attention_exports")
+
+
+def served_folders(side: Runner, exports: list[Future]) -> list[str]:
+    """The exports of every bench/ model (parity_runs) and of ``exports``, the side's runs of EXPORTERS."""
+    return [str(side.folder / f"export-{model}") for model in PARITY] + [
+        folder for run in exports for folder in run.result()["served"]]
 
 
 def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf115, wheel, criteo_csv, taobao_csv):
@@ -670,9 +722,12 @@ def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf1
     and with an attention block (its products labelled for retf's kernel on the wheel, the labels left out of the export):
     the wheel's exports load on TF 1.15.5 and predict there what the wheel predicts, and TF 1.15.5's own exports do
     the same on the wheel."""
-    exported = {side.recipe.name: served_folders(side, criteo_csv, taobao_csv, tf115, wheel) for side in (tf115, wheel)}
-    folders = [folder for side in exported.values() for folder in side]
-    served = {side.recipe.name: side("serve_exports", *folders)["served"] for side in (tf115, wheel)}
+    exports = {side: [side.start(name) for name in EXPORTERS] for side in (tf115, wheel)}
+    for model in PARITY:
+        parity_runs(tf115, wheel, criteo_csv, taobao_csv, model)
+    folders = [folder for side in (tf115, wheel) for folder in served_folders(side, exports[side])]
+    serving = {side.recipe.name: side.start("serve_exports", *folders) for side in (tf115, wheel)}
+    served = {name: run.result()["served"] for name, run in serving.items()}
     problems, bitwise = [], 0
     for folder in folders:
         results = {side: served[side][folder] for side in served}
