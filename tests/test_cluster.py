@@ -102,7 +102,7 @@ def trainings(request, wheel_env, tf115_env) -> Trainings:
         elif item.originalname == "test_two_ps_two_workers_train":
             two_workers(begun, wheel_env, params["mode"])
         elif item.originalname == "test_one_worker_trains_as_tensorflow_1_15_does":
-            one_worker(begun, tf115_env, params["reference"], optimizer=params["reference"])
+            one_worker_on_tf115(begun, tf115_env, params["reference"])
             one_worker(begun, wheel_env, params["mode"])
     return begun
 
@@ -116,13 +116,16 @@ def embedding_variables(trainings: Trainings, wheel_env: Environment) -> Future:
     return trainings.start(wheel_env, wheel_env, optimizer="adam", steps=30, worker_args=("--ev",))
 
 
-def one_worker(trainings: Trainings, env: Environment, mode: str, optimizer: str | None = None) -> Future:
-    """One worker's 30 steps on one thread: on the wheel by ``mode`` (MODES), or with ``optimizer`` as it is (on
-    TF 1.15.5)."""
-    if optimizer is not None:
-        return trainings.start(env, env, workers=1, steps=30, optimizer=optimizer, threads=1)
+def one_worker(trainings: Trainings, wheel_env: Environment, mode: str) -> Future:
+    """One worker's 30 steps on one thread, on the wheel by ``mode`` (MODES)."""
     worker_vars, optimizer, _ = MODES[mode]
-    return trainings.start(env, env, workers=1, steps=30, optimizer=optimizer, worker_vars=worker_vars, threads=1)
+    return trainings.start(wheel_env, wheel_env, workers=1, steps=30, optimizer=optimizer, worker_vars=worker_vars,
+                           threads=1)
+
+
+def one_worker_on_tf115(trainings: Trainings, tf115_env: Environment, optimizer: str) -> Future:
+    """One worker's 30 steps on one thread, on TF 1.15.5 with its own ``optimizer``."""
+    return trainings.start(tf115_env, tf115_env, workers=1, steps=30, optimizer=optimizer, threads=1)
 
 
 def losses(run: Future) -> list[float]:
@@ -149,7 +152,7 @@ def test_two_ps_two_workers_train(trainings, wheel_env, mode):
 def test_one_worker_trains_as_tensorflow_1_15_does(trainings, wheel_env, tf115_env, mode, reference):
     """One worker is deterministic: its losses match TF 1.15.5's own ops (tf.contrib.opt's lazy Adam for lazy;
     TF 1.15.5's Adagrad and FTRL for the wheel's fused ones)."""
-    problems = training_differences(losses(one_worker(trainings, tf115_env, reference, optimizer=reference)),
+    problems = training_differences(losses(one_worker_on_tf115(trainings, tf115_env, reference)),
                                     losses(one_worker(trainings, wheel_env, mode)))
     assert not problems, "\n".join(problems)
 

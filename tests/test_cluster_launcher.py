@@ -1,7 +1,9 @@
 """retfwheel.proof.cluster with plain Python processes: waiting, stopping servers by pid, failures and time-outs."""
 
+import socket
 import sys
 
+from retfwheel.proof import cluster
 from retfwheel.proof.cluster import Task, cluster_spec, free_ports, run_cluster
 
 SERVER = "import time\nprint('serving', flush=True)\nwhile True: time.sleep(1)"
@@ -18,6 +20,30 @@ def test_ports_differ_and_the_spec_names_each_task():
     hosts = spec["ps"] + spec["worker"]
     assert len(spec["ps"]) == 2 and len(spec["worker"]) == 3 and len(set(hosts)) == 5
     assert all(h.startswith("localhost:") for h in hosts)
+
+
+def test_a_port_handed_out_is_not_handed_out_again_once_free(monkeypatch):
+    """The kernel may give a port again as soon as it is closed; a cluster picked then must not get another's
+    ports, whose tasks bind them only once TensorFlow has loaded."""
+    given = iter([61001, 61002, 61001, 61003, 61002, 61004])
+
+    class Socket:
+        def __init__(self, *args):
+            self.port = next(given)
+
+        def bind(self, address):
+            pass
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(cluster, "_HANDED_OUT", set())
+    monkeypatch.setattr(socket, "socket", Socket)
+    assert free_ports(2) == [61001, 61002]
+    assert free_ports(2) == [61003, 61004]
 
 
 def test_servers_stop_when_the_workers_are_done():
