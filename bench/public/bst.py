@@ -157,8 +157,8 @@ class BST(Model):
             self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
 
 
-def build_model(features, labels, data, work_dir):
-    del data, work_dir
+def build_model(features, labels, args, work_dir):
+    del args, work_dir
     return BST(build_feature_columns(), features, labels)
 
 

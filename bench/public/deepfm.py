@@ -92,7 +92,7 @@ class DeepFM(Model):
             self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
 
 
-def build_model(features, labels, data, work_dir):
+def build_model(features, labels, args, work_dir):
     wide_column, deep_column, fm_column = build_feature_columns()
     return DeepFM(wide_column, fm_column, deep_column, [1024, 256, 32], [128, 64], features, labels, LEARNING_RATE)
 

@@ -139,8 +139,8 @@ class DIEN(din.DIN):
         self.loss = self.loss + self._aux_loss
 
 
-def build_model(features, labels, data, work_dir):
-    return DIEN(build_feature_columns(din.write_vocabularies(data, work_dir)), features, labels)
+def build_model(features, labels, args, work_dir):
+    return DIEN(build_feature_columns(din.write_vocabularies(args.data, work_dir)), features, labels)
 
 
 if __name__ == "__main__":

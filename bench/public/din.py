@@ -161,8 +161,8 @@ class DIN(Model):
         self.train_op = optimizer.apply_gradients(clipped, global_step=self.global_step)
 
 
-def build_model(features, labels, data, work_dir):
-    return DIN(build_feature_columns(write_vocabularies(data, work_dir)), features, labels)
+def build_model(features, labels, args, work_dir):
+    return DIN(build_feature_columns(write_vocabularies(args.data, work_dir)), features, labels)
 
 
 if __name__ == "__main__":

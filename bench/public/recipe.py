@@ -5,8 +5,9 @@ MonitoredTrainingSession loop with its stop and logging hooks and checkpoints, a
 
 A program's model subclasses `Model`, as the recipes' model classes share their skeleton, and has `loss`,
 `train_op`, `global_step`, `auc` / `auc_op` (tf.metrics.auc) and `implementation` (what trains it, as the JSON
-names it). `build_model(features, labels, data, work_dir)` makes it: `data` is the input file, `work_dir` a
-folder of the run's own (for files the recipe prepares from the data, as vocabularies).
+names it). `build_model(features, labels, args, work_dir)` makes it: `args` the parsed options (`args.data` the input
+file, and any option the program adds), `work_dir` a folder of the run's own (for files the recipe prepares from the
+data, as vocabularies).
 """
 import argparse
 import json
@@ -67,7 +68,7 @@ class Model(object):
                                                num_thresholds=1000)
 
 
-def parse_args(description, batch_size):
+def parse_args(description, batch_size, add_arguments):
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", required=True)
     parser.add_argument("--optimizer", choices=["adam"], default="adam", help="the recipe's own optimizers")
@@ -77,6 +78,8 @@ def parse_args(description, batch_size):
     parser.add_argument("--seed", type=int, default=2021)
     parser.add_argument("--eval-steps", type=int, default=10)
     parser.add_argument("--trace", help="after timing, trace three steps into this Chrome trace file")
+    if add_arguments:
+        add_arguments(parser)
     return parser.parse_args()
 
 
@@ -90,10 +93,10 @@ def parse_criteo(value):
     return all_columns, labels
 
 
-def build_model_input(filename, batch_size, shuffle=True, parse_csv=parse_criteo):
+def build_model_input(filename, batch_size, shuffle_buffer=20000, parse_csv=parse_criteo):
     dataset = tf.data.TextLineDataset(filename)
-    if shuffle:
-        dataset = dataset.shuffle(buffer_size=20000, seed=2021)
+    if shuffle_buffer:
+        dataset = dataset.shuffle(buffer_size=shuffle_buffer, seed=2021)
     dataset = dataset.repeat()
     dataset = dataset.batch(batch_size)
     dataset = dataset.map(parse_csv, num_parallel_calls=28)
@@ -101,28 +104,30 @@ def build_model_input(filename, batch_size, shuffle=True, parse_csv=parse_criteo
     return dataset
 
 
-def main(build_model, description, batch_size, parse_csv=parse_criteo):
-    args = parse_args(description, batch_size)
+def main(build_model, description, batch_size, parse_csv=parse_criteo, shuffle_buffer=20000, add_arguments=None):
+    """Trains `build_model`'s model on --data: `shuffle_buffer` the lines the recipe shuffles its training input
+    over (0: it does not shuffle), `add_arguments(parser)` the program's own options."""
+    args = parse_args(description, batch_size, add_arguments)
     tf.logging.set_verbosity(tf.logging.ERROR)
     work_dir = tempfile.mkdtemp(prefix="recipe-")
     try:
-        result = train(args, build_model, parse_csv, work_dir)
+        result = train(args, build_model, parse_csv, shuffle_buffer, work_dir)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     print(json.dumps(result))
 
 
-def train(args, build_model, parse_csv, work_dir):
+def train(args, build_model, parse_csv, shuffle_buffer, work_dir):
     tf.set_random_seed(args.seed)
     train_steps = args.warmup + args.steps
     model_dir = os.path.join(work_dir, "model")
-    dataset = build_model_input(args.data, args.batch_size, parse_csv=parse_csv)
+    dataset = build_model_input(args.data, args.batch_size, shuffle_buffer=shuffle_buffer, parse_csv=parse_csv)
     iterator = tf.data.Iterator.from_structure(dataset.output_types, dataset.output_shapes)
     next_element = iterator.get_next()
     train_init_op = iterator.make_initializer(dataset)
-    model = build_model(next_element[0], next_element[1], args.data, work_dir)
+    model = build_model(next_element[0], next_element[1], args, work_dir)
     # Built before the session finalizes the graph: the evaluation's input, in file order.
-    eval_init_op = iterator.make_initializer(build_model_input(args.data, args.batch_size, shuffle=False,
+    eval_init_op = iterator.make_initializer(build_model_input(args.data, args.batch_size, shuffle_buffer=0,
                                                                parse_csv=parse_csv))
 
     sess_config = tf.ConfigProto(inter_op_parallelism_threads=0, intra_op_parallelism_threads=0)

@@ -92,7 +92,7 @@ class WDL(Model):
             self.train_op = tf.group(*train_ops)
 
 
-def build_model(features, labels, data, work_dir):
+def build_model(features, labels, args, work_dir):
     wide_column, deep_column = build_feature_columns()
     return WDL(wide_column, deep_column, [1024, 512, 256], features, labels, LINEAR_LEARNING_RATE,
                DEEP_LEARNING_RATE)
