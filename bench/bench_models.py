@@ -8,7 +8,8 @@
 Runs bench/models/*.py unchanged (TF 1.x programs: W&D, DeepFM, DLRM, DCN, DCN-V2 on Criteo-format
 data; DSSM, MMoE, DIN, DIEN on Taobao-like data), and bench/public/'s W&D, DeepFM, DLRM, MMoE, DSSM, DIN,
 DIEN and BST as public model zoos write them (wide_deep_public, deepfm_public, dlrm_public, mmoe_public,
-dssm_public, din_public, dien_public, bst_public: each recipe's own optimizers, under `adam`), with each optimizer on three sides (--sides):
+dssm_public, din_public, dien_public, bst_public: each recipe's own optimizers, under `adam`), with each
+optimizer on three sides (--sides):
   TF 1.15.5           `retfwheel run --recipe recipes/emulated-py36.toml`
   wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
                       the 2.x codebase alone (TF_CPU_ALLOCATOR_USE_BFC=false, RETF_SPARSE_ADAM=dense,
