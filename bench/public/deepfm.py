@@ -18,7 +18,7 @@ import sys
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, Model, adam_label, main  # noqa: E402
+from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, Model, main  # noqa: E402
 
 EMBEDDING_DIMENSION = 16
 LEARNING_RATE = 0.001
@@ -84,12 +84,7 @@ class DeepFM(Model):
         self.loss = tf.losses.mean_squared_error(self._label, self.probability)
 
     def _create_optimizer(self):
-        self.global_step = tf.train.get_or_create_global_step()
-        optimizer = tf.train.AdamOptimizer(learning_rate=self._learning_rate)
-        self.implementation = adam_label(optimizer)
-        update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
-        with tf.control_dependencies(update_ops):
-            self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
+        self._train_with_adam(self._learning_rate)
 
 
 def build_model(features, labels, args, work_dir):

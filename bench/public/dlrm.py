@@ -22,7 +22,7 @@ import sys
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, Model, adam_label, main  # noqa: E402
+from recipe import CATEGORICAL_COLUMNS, CONTINUOUS_COLUMNS, HASH_BUCKET_SIZE, Model, main  # noqa: E402
 
 EMBEDDING_DIMENSION = 16
 LEARNING_RATE = 0.01
@@ -94,10 +94,7 @@ class DLRM(Model):
         self.loss = tf.math.reduce_mean(loss(self._label, tf.squeeze(self.probability)))
 
     def _create_optimizer(self):
-        self.global_step = tf.train.get_or_create_global_step()
-        optimizer = tf.train.AdamOptimizer(learning_rate=self._learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-8)
-        self.implementation = adam_label(optimizer)
-        self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
+        self._train_with_adam(self._learning_rate, after_update_ops=False)
 
 
 def add_arguments(parser):

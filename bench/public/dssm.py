@@ -20,7 +20,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bst import HASH_BUCKET_SIZES, TAG_COLUMN, parse_csv  # noqa: E402  (the click, every column a string)
-from recipe import Model, adam_label, main  # noqa: E402
+from recipe import Model, main  # noqa: E402
 
 USER_COLUMN = ["user_id", "cms_segid", "cms_group_id", "age_level", "pvalue_level", "shopping_level", "occupation",
                "new_user_class_level", "tag_category_list", "tag_brand_list"]
@@ -73,11 +73,7 @@ class DSSM(Model):
         self.loss = tf.math.reduce_mean(tf.keras.losses.CategoricalCrossentropy()(self._label, self.probability))
 
     def _create_optimizer(self):
-        self.global_step = tf.train.get_or_create_global_step()
-        optimizer = tf.train.AdamOptimizer(learning_rate=LEARNING_RATE)
-        self.implementation = adam_label(optimizer)
-        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
-            self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
+        self._train_with_adam(LEARNING_RATE)
 
 
 def build_model(features, labels, args, work_dir):

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bst import CSV_COLUMNS, HASH_BUCKET_SIZES, RECIPE_NAMES, TAG_COLUMN  # noqa: E402
-from recipe import Model, adam_label, main  # noqa: E402
+from recipe import Model, main  # noqa: E402
 
 INPUT_FEATURES = ["pid", "adgroup_id", "cate_id", "campaign_id", "customer", "brand", "user_id", "cms_segid",
                   "cms_group_id", "age_level", "pvalue_level", "shopping_level", "occupation", "new_user_class_level",
@@ -89,10 +89,7 @@ class MMOE(Model):
                                                     reduction=tf.losses.Reduction.SUM_OVER_BATCH_SIZE)
 
     def _create_optimizer(self):
-        self.global_step = tf.train.get_or_create_global_step()
-        optimizer = tf.train.AdamOptimizer(learning_rate=LEARNING_RATE, beta1=0.9, beta2=0.999, epsilon=1e-8)
-        self.implementation = adam_label(optimizer)
-        self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
+        self._train_with_adam(LEARNING_RATE, after_update_ops=False)
 
 
 def build_model(features, labels, args, work_dir):

@@ -56,6 +56,15 @@ class Model(object):
                     dnn_input = tf.layers.batch_normalization(dnn_input, training=True, trainable=True)
         return dnn_input
 
+    def _train_with_adam(self, learning_rate, after_update_ops=True):
+        """One tf.train.AdamOptimizer minimizing the loss, as most recipes train: after the batch normalizations'
+        moving-average updates (`UPDATE_OPS`), unless the recipe's train op leaves them out."""
+        self.global_step = tf.train.get_or_create_global_step()
+        optimizer = tf.train.AdamOptimizer(learning_rate=learning_rate)
+        self.implementation = adam_label(optimizer)
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS) if after_update_ops else []):
+            self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
+
     def _create_loss(self):
         """The click's sigmoid cross-entropy over `_logits`, as the W&D and DIN recipes write it (DeepFM's differs)."""
         self._logits = tf.squeeze(self._logits)
