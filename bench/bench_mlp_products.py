@@ -8,7 +8,8 @@ step computes: the forward `x w` (B x I x O), the weight gradient `x^T g` (`tran
 `g w^T` (`transpose_b`), each as `tf.matmul` on variables in a graph session, the median of --repeat calls, in a
 process of the side's own (TF 1.15.5: `retfwheel run --recipe recipes/emulated-py36.toml`; the wheel: its kept
 environment VENV). The sides take turns, --rounds times. The ceiling is this machine's peak: a C loop of
-independent 8-float FMAs, on one and on all cores (compiled here with the host's cc). Runs with the host Python.
+independent FMAs, 8-float and, where the CPU has AVX-512, 16-float, on one and on all cores (compiled here with
+the host's cc). Runs with the host Python.
 """
 
 import argparse
@@ -33,6 +34,7 @@ MODELS = {
 }
 
 # Independent FMA chains (more than the FMA latency times the pipes), so the loop runs at the FMA units' peak.
+# Compiled twice: with 8-float (AVX2) and with 16-float (AVX-512) vectors; the peak is the wider one the CPU runs.
 PEAK_SOURCE = r"""
 #include <immintrin.h>
 #include <pthread.h>
@@ -40,15 +42,28 @@ PEAK_SOURCE = r"""
 #include <stdlib.h>
 #include <time.h>
 #define CHAINS 12
+#ifdef WIDE
+#define LANES 16
+#define VEC __m512
+#define SET1 _mm512_set1_ps
+#define FMADD _mm512_fmadd_ps
+#define STORE _mm512_storeu_ps
+#else
+#define LANES 8
+#define VEC __m256
+#define SET1 _mm256_set1_ps
+#define FMADD _mm256_fmadd_ps
+#define STORE _mm256_storeu_ps
+#endif
 static long iterations = 50000000;
 static void *run(void *out) {
-  __m256 acc[CHAINS];
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  for (int c = 0; c < CHAINS; ++c) acc[c] = _mm256_set1_ps((float)c);
+  VEC acc[CHAINS];
+  const VEC a = SET1(0.999999f), b = SET1(1e-7f);
+  for (int c = 0; c < CHAINS; ++c) acc[c] = SET1((float)c);
   for (long i = 0; i < iterations; ++i)
-    for (int c = 0; c < CHAINS; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
-  float sum = 0, lanes[8];
-  for (int c = 0; c < CHAINS; ++c) { _mm256_storeu_ps(lanes, acc[c]); sum += lanes[0]; }
+    for (int c = 0; c < CHAINS; ++c) acc[c] = FMADD(acc[c], a, b);
+  float sum = 0, lanes[LANES];
+  for (int c = 0; c < CHAINS; ++c) { STORE(lanes, acc[c]); sum += lanes[0]; }
   *(float *)out = sum;
   return NULL;
 }
@@ -61,7 +76,7 @@ int main(int argc, char **argv) {
   for (int t = 0; t < threads; ++t) pthread_join(ids[t], NULL);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double seconds = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
-  printf("%.3f %g\n", 2.0 * 8 * CHAINS * iterations * threads / seconds / 1e9, sums[0]);
+  printf("%.3f %g\n", 2.0 * LANES * CHAINS * iterations * threads / seconds / 1e9, sums[0]);
   return 0;
 }
 """
@@ -102,25 +117,33 @@ def products(model):
 
 
 def peak(work):
-    binary = work / "peak"
+    """{threads: GFLOP/s} at one core and at all of them, and the vector width that reached it (8 or 16 floats)."""
     source = work / "peak.c"
     source.write_text(PEAK_SOURCE)
-    try:
-        build = subprocess.run(["cc", "-O3", "-mavx2", "-mfma", "-pthread", str(source), "-o", str(binary)],
-                               capture_output=True, text=True)
-    except OSError as error:
-        sys.exit(f"cannot compile the FMA peak loop: no C compiler `cc` ({error.strerror}); install one (gcc)")
-    if build.returncode != 0:
-        sys.exit(f"cannot compile the FMA peak loop: {build.stderr.strip()[:500]}")
+    found = None
+    for lanes, flags in ((8, ["-mavx2", "-mfma"]), (16, ["-mavx512f", "-DWIDE"])):
+        binary = work / f"peak{lanes}"
+        try:
+            build = subprocess.run(["cc", "-O3", *flags, "-pthread", str(source), "-o", str(binary)],
+                                   capture_output=True, text=True)
+        except OSError as error:
+            sys.exit(f"cannot compile the FMA peak loop: no C compiler `cc` ({error.strerror}); install one (gcc)")
+        if build.returncode != 0:
+            sys.exit(f"cannot compile the FMA peak loop: {build.stderr.strip()[:500]}")
+        # The best of five runs: a peak is what the cores reach when nothing else runs on them.
+        rates = {threads: max(gflops(binary, threads) for _ in range(5)) for threads in (1, os.cpu_count())}
+        if rates[1] is None:  # the CPU lacks the instructions (it dies on the first one)
+            if lanes == 8:
+                sys.exit("the FMA peak loop failed: this bench needs a CPU with AVX2 and FMA")
+            break
+        if found is None or rates[1] > found[0][1]:
+            found = (rates, lanes)
+    return found
 
-    def gflops(threads):
-        run = subprocess.run([str(binary), str(threads)], capture_output=True, text=True)
-        if run.returncode != 0:  # a CPU without AVX2 and FMA dies on the first instruction
-            sys.exit(f"the FMA peak loop failed (exit {run.returncode}): this bench needs a CPU with AVX2 and FMA")
-        return float(run.stdout.split()[0])
 
-    # The best of five runs: a peak is what the cores reach when nothing else runs on them.
-    return {threads: max(gflops(threads) for _ in range(5)) for threads in (1, os.cpu_count())}
+def gflops(binary, threads):
+    run = subprocess.run([str(binary), str(threads)], capture_output=True, text=True)
+    return float(run.stdout.split()[0]) if run.returncode == 0 else None
 
 
 def side_times(recipe, venv, listed, repeat):
@@ -148,7 +171,7 @@ def main():
         sys.exit(f"--models: unknown {', '.join(unknown)}; known: {', '.join(MODELS)}")
     listed = [item for model in models for item in products(model)]
     with tempfile.TemporaryDirectory(prefix="bench-mlp-") as work:
-        ceiling = peak(Path(work))
+        ceiling, lanes = peak(Path(work))
     runs = {"TF 1.15.5": [], "wheel": []}
     for _ in range(args.rounds):
         for label, recipe, venv in (("TF 1.15.5", TF115_RECIPE, None), ("wheel", V1_RECIPE, args.env)):
@@ -156,7 +179,8 @@ def main():
     medians = {label: [statistics.median(r[i] for r in found) for i in range(len(listed))]
                for label, found in runs.items()}
     cores = os.cpu_count()
-    print(f"FMA peak: {ceiling[1]:.0f} GFLOP/s on one core, {ceiling[cores]:.0f} on {cores}; products: median of "
+    print(f"FMA peak ({lanes}-float vectors): {ceiling[1]:.0f} GFLOP/s on one core, {ceiling[cores]:.0f} on {cores}; "
+          f"products: median of "
           f"{args.repeat} calls, then of {args.rounds} runs a side in turns")
     print(f"{'product':<28} {'GFLOP':>6} {'TF 1.15.5 ms':>13} {'wheel ms':>9} {'TF/wheel':>9} {'wheel % of peak':>16}")
     offset = 0

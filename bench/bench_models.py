@@ -148,7 +148,7 @@ def prepare_wheel(work):
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
          "cat", "nocat", "pdl", "nopdl", "gru", "nogru", "bmm", "nobmm", "lnm", "nolnm", "split", "nosplit", "xla115", "xla", "jit115", "jit",
-         "ev", "mmap", "keepheap")
+         "ev", "mmap", "keepheap", "onednn", "bnm", "nobnm")
 # XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
 # the model's own ops (bench/models/common.py --xla-jit-scope)
 XLA_AUTO = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}
@@ -185,7 +185,8 @@ def run_model(side, model, optimizer, data, steps, warmup, batch_size, seed=1, t
         args += ["--trace", trace]
     args += list(side.args)
     # Only the side's own switches: none inherited from this shell.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETF_", "TF_CPU_ALLOCATOR", "TF_XLA_FLAGS"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RETF_", "TF_CPU_ALLOCATOR", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS"))}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", **side.env)
     program = PUBLIC.get(model, MODELS / f"{model}.py")
     run = subprocess.run(side.command(program, *args), capture_output=True, text=True, env=env, cwd=REPO)
@@ -341,7 +342,8 @@ def main():
                                                             "RETF_PAIR_DENSE_LINEAR": "0",
                                                             "RETF_FUSED_GRU": "0",
                                                             "RETF_SMALL_BATCH_MATMUL": "0",
-                                                            "RETF_LAYER_NORM_MOMENTS": "0"}),
+                                                            "RETF_LAYER_NORM_MOMENTS": "0",
+                                                            "RETF_BATCH_MOMENTS": "0"}),
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
@@ -370,7 +372,10 @@ def main():
              "jit": Side("wheel, jit_scope", V1_RECIPE, venv, args=["--xla-jit-scope"]),
              "ev": Side("wheel, EmbeddingVariables", V1_RECIPE, venv, args=["--ev"]),
              "mmap": Side("wheel, malloc mmap 1 MiB", V1_RECIPE, venv, {"MALLOC_MMAP_THRESHOLD_": "1048576"}),
-             "keepheap": Side("wheel, heap kept", V1_RECIPE, venv, {"RETF_HEAP_TRIM": "0"})}
+             "keepheap": Side("wheel, heap kept", V1_RECIPE, venv, {"RETF_HEAP_TRIM": "0"}),
+             "bnm": Side("wheel, retf batch norm", V1_RECIPE, venv, {"RETF_BATCH_MOMENTS": "1"}),
+             "nobnm": Side("wheel, TF's batch norm", V1_RECIPE, venv, {"RETF_BATCH_MOMENTS": "0"}),
+             "onednn": Side("wheel, oneDNN ops", V1_RECIPE, venv, {"TF_ENABLE_ONEDNN_OPTS": "1"})}
     assert set(known) == set(SIDES), set(known) ^ set(SIDES)
     sides = [known[key] for key in side_keys]
     baseline = sides[0]

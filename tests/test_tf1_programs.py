@@ -711,7 +711,7 @@ def test_dins_attention_trains_as_on_tf_1_15_with_its_first_layer_by_pieces(tf11
 SERVED_ATOL = 1e-6
 
 
-EXPORTERS = ("estimator_export", "graph_exports", "gru_exports", "attention_exports")
+EXPORTERS = ("estimator_export", "graph_exports", "gru_exports", "attention_exports", "batch_norm_exports")
 
 
 def served_folders(side: Runner, exports: list[Future]) -> list[str]:
@@ -723,8 +723,9 @@ def served_folders(side: Runner, exports: list[Future]) -> list[str]:
 def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf115, wheel, criteo_csv, taobao_csv):
     """Every bench/ model (a SavedModel over tf.Examples, each model restored from its training), the Estimator
     export with a parsing receiver, a SavedModel of a whole training graph (retf's fused ops in it on the wheel) and
-    a frozen GraphDef, each without and with a GRU loop (retf's kernels on the wheel, TF 1.15's loop in the export)
-    and with an attention block (its products labelled for retf's kernel on the wheel, the labels left out of the export):
+    a frozen GraphDef, each without and with a GRU loop (retf's kernels on the wheel, TF 1.15's loop in the export),
+    with an attention block (its products labelled for retf's kernel on the wheel, the labels left out of the export)
+    and with batch normalization (retf's kernels on the wheel, TF 1.15's ops for it in the export):
     the wheel's exports load on TF 1.15.5 and predict there what the wheel predicts, and TF 1.15.5's own exports do
     the same on the wheel."""
     exports = {side: [side.start(name) for name in EXPORTERS] for side in (tf115, wheel)}
@@ -750,7 +751,7 @@ def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf1
                 if len(got) != len(values) or worst > SERVED_ATOL:
                     problems.append(f"{folder} {key} on {name}: {len(got)} values, {worst:.2e} from the exporter's")
     assert not problems, "\n".join(problems)
-    assert len(folders) == 2 * (len(PARITY) + 7)
+    assert len(folders) == 2 * (len(PARITY) + 9)
     print(f"{bitwise} of {len(folders)} served models predict bitwise the same on both sides")
 
 
@@ -780,6 +781,23 @@ def test_the_check_reads_what_tf_1_15_reads_and_names_what_it_refuses(tf115, whe
     assert "RETF_FUSED_GRU=0" in gru_meta.stdout, gru_meta.stdout
     bad = tf115_check(v1_venv, produced["meta"] + ".missing")
     assert bad.returncode == 2 and bad.stdout == "" and "no such file" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_batch_normalization_trains_as_on_tf_1_15_in_retfs_kernels(tf115, wheel, v1_venv):
+    """tf.layers.batch_normalization after dense layers, its `training` a placeholder: TF 1.15.5's losses and moving
+    averages, with the moments, the normalization and their gradients in retf's kernels on the wheel (batch_moments).
+    The training graph's meta graph holds TF 1.15's ops for the forward pass and names the gradients' ops with the
+    switch that keeps them out."""
+    reference, produced = pair(tf115, wheel, "batch_norm_exports")
+    assert_same_training(reference, produced)
+    retfs = {"Retf>Moments", "Retf>BatchNormalize", "Retf>MomentsGrad", "Retf>BatchNormalizeGrad"}
+    assert retfs <= set(produced["ops"]) and not any(op.startswith("Retf>") for op in reference["ops"])
+    assert sorted(produced["moving_averages"]) == sorted(reference["moving_averages"])
+    for name, values in reference["moving_averages"].items():
+        assert produced["moving_averages"][name] == pytest.approx(values, rel=1e-4, abs=1e-6), name
+    meta = tf115_check(v1_venv, produced["meta"])
+    assert meta.returncode == 1 and "Retf>BatchNormalizeGrad" in meta.stdout, meta.stdout
+    assert "RETF_BATCH_MOMENTS=0" in meta.stdout and "op Retf>Moments " not in meta.stdout, meta.stdout
 
 
 def test_a_gru_loop_trains_as_on_tf_1_15_in_retfs_kernels(tf115, wheel):

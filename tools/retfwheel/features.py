@@ -91,6 +91,10 @@ FEATURES: tuple[Feature, ...] = (
             "tf.matmul over batches of small float32 matrices (attention's scores and weighted sums, and their "
             "gradients) runs retf's kernel for TensorFlow's BatchMatMulV2",
             "small batch products of tf.matmul in retf's kernel"),
+    Feature("batch_moments", "RETF_BATCH_MOMENTS", ON_OFF, "0", "api",
+            "tf.nn.moments over a matrix's rows and tf.nn.batch_normalization of a matrix (so tf.layers' and Keras's "
+            "batch normalization of a dense layer) run retf's kernels, forward and gradient, in a pass or two each",
+            "a dense layer's batch normalization in retf's kernels"),
     Feature("layer_norm_moments", "RETF_LAYER_NORM_MOMENTS", ON_OFF, "0", "api",
             "tf.keras.layers.LayerNormalization computes tf.nn.moments and tf.nn.batch_normalization, as TF 1.15's "
             "Keras does, instead of TF 2.x's FusedBatchNormV3 (TensorFlow's own ops: TF 1.15's arithmetic, faster on "

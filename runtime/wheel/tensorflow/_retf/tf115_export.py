@@ -41,6 +41,8 @@ _RETF_SWITCHES = (
     ("Retf>PairDenseInputGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
     ("Retf>RepeatedPairGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
     ("Retf>GRURecurrence", "build the graph with RETF_FUSED_GRU=0"),
+    ("Retf>Moments", "build the graph with RETF_BATCH_MOMENTS=0"),
+    ("Retf>BatchNormalize", "build the graph with RETF_BATCH_MOMENTS=0"),
 )
 # The kernel label of retf's kernels for TensorFlow's own ops (BatchMatMulV2 under small_batch_matmul, DecodeCSV under a
 # graph's own label map): the nodes are TensorFlow's, which TF 1.15 runs on its kernels once the label is gone.
@@ -362,8 +364,82 @@ def _gru_recurrence_loop(node, scope):
     return True
 
 
+def _float_constant(scope, base, value, dtype, device):
+    """A scalar Const node of the float ``value`` in ``dtype`` (float or double); its output's name."""
+    from tensorflow.core.framework import types_pb2
+    node = scope.add(base, "Const", [], device)
+    node.attr["dtype"].type = dtype
+    tensor = node.attr["value"].tensor
+    tensor.dtype = dtype
+    tensor.tensor_shape.SetInParent()
+    (tensor.double_val if dtype == types_pb2.DT_DOUBLE else tensor.float_val).append(value)
+    return scope.output(node)
+
+
+def _typed(scope, base, op, inputs, node):
+    """A node ``op`` of ``inputs`` beside ``node``, with its type T; its output's name."""
+    added = scope.add(base, op, inputs, node.device)
+    added.attr["T"].type = node.attr["T"].type
+    return scope.output(added)
+
+
+def _moments_ops(node, scope):
+    """Retf>Moments (batch_moments) as tf.nn.moments(x, [0]) builds it from TF 1.15's ops: the columns' Mean, and the
+    Mean of the SquaredDifference from it. The node becomes an IdentityN of the two, so its readers keep their
+    inputs. True if done (not inside a function, whose readers name the outputs by argument)."""
+    from tensorflow.core.framework import types_pb2
+    data = [i for i in node.input if not i.startswith("^")]
+    if scope.in_function or len(data) != 1 or "T" not in node.attr:
+        return False
+    rows = scope.add_constant(node.name + "/rows", 0, types_pb2.DT_INT32, node.device)
+    means = []
+    for what, source in (("mean", data[0]), ("variance", None)):
+        if source is None:
+            source = _typed(scope, node.name + "/squared_difference", "SquaredDifference", [data[0], means[0]], node)
+        mean = scope.add(node.name + "/" + what, "Mean", [source, rows], node.device)
+        mean.attr["T"].type, mean.attr["Tidx"].type = node.attr["T"].type, types_pb2.DT_INT32
+        mean.attr["keep_dims"].b = False
+        means.append(scope.output(mean))
+    dtype = node.attr["T"].type
+    control = [i for i in node.input if i.startswith("^")]
+    node.op = "IdentityN"
+    del node.input[:]
+    node.input.extend(means + control)
+    node.attr.clear()
+    node.attr["T"].list.type.extend([dtype, dtype])
+    return True
+
+
+def _batch_normalize_ops(node, scope):
+    """Retf>BatchNormalize (batch_moments) as tf.nn.batch_normalization builds it from TF 1.15's ops: inv =
+    Rsqrt(variance + epsilon) * scale, then x * inv + (offset - mean * inv). The node becomes the last Add. True if
+    done (not inside a function, whose readers name the output by argument)."""
+    data = [i for i in node.input if not i.startswith("^")]
+    if scope.in_function or len(data) != 5 or "T" not in node.attr or "epsilon" not in node.attr:
+        return False
+    x, mean, variance, offset, scale = data
+    name = node.name + "/batchnorm"
+    epsilon = _float_constant(scope, name + "/epsilon", node.attr["epsilon"].f, node.attr["T"].type, node.device)
+    shifted = _typed(scope, name + "/add", "Add", [variance, epsilon], node)
+    root = _typed(scope, name + "/Rsqrt", "Rsqrt", [shifted], node)
+    inv = _typed(scope, name + "/mul", "Mul", [root, scale], node)
+    scaled = _typed(scope, name + "/mul_1", "Mul", [x, inv], node)
+    moved = _typed(scope, name + "/mul_2", "Mul", [mean, inv], node)
+    shift = _typed(scope, name + "/sub", "Sub", [offset, moved], node)
+    dtype = node.attr["T"].type
+    control = [i for i in node.input if i.startswith("^")]
+    node.op = "Add"
+    del node.input[:]
+    node.input.extend([scaled, shift] + control)
+    node.attr.clear()
+    node.attr["T"].type = dtype
+    return True
+
+
 _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: parse with tf.io.FixedLenFeature "
                               "and VarLenFeature only",
+            "Retf>Moments": "inside a function; or build the graph with RETF_BATCH_MOMENTS=0",
+            "Retf>BatchNormalize": "inside a function; or build the graph with RETF_BATCH_MOMENTS=0",
             "Retf>GRURecurrence": "its gradient is in the graph; a SavedModel leaves the gradient out and a frozen graph "
                                   "has none, and those hold TF 1.15's loop in its place; or build the graph with "
                                   "RETF_FUSED_GRU=0"}
@@ -372,7 +448,8 @@ _SEGMENT_OPS = ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN", "
                 "SparseSegmentSqrtNGrad")
 # TF 1.15's form of a node, by op: True if the node now has it, False if this one cannot.
 _REWRITES = dict([("ParseExampleV2", _parse_example_v1), ("SparseSegmentSumGrad", _sparse_segment_sum_grad),
-                  ("Retf>GRURecurrence", _gru_recurrence_loop)]
+                  ("Retf>GRURecurrence", _gru_recurrence_loop), ("Retf>Moments", _moments_ops),
+                  ("Retf>BatchNormalize", _batch_normalize_ops)]
                  + [(op, _segment_ids_int32) for op in _SEGMENT_OPS])
 
 

@@ -1,0 +1,118 @@
+"""Retf>Moments, Retf>BatchNormalize and their gradients (ops/cc/kernels/moments_kernels.cc), and their routing into
+tf.nn.moments and tf.nn.batch_normalization (batch_moments)."""
+
+import unittest
+
+import numpy as np
+import tensorflow as tf
+
+import retf
+
+from .common import FLOATS
+
+# Relative to the largest magnitude of what is compared: TensorFlow sums a column in its dtype, retf in double.
+TOLERANCE = {np.float32: 2e-5, np.float64: 1e-12}
+
+
+def tensorflows(x, offset, scale, epsilon, weights):
+    """TensorFlow's own moments and normalization of x (the arithmetic tf.nn.moments and tf.nn.batch_normalization
+    build), and the gradients of a loss over all three outputs."""
+    x, offset, scale = tf.constant(x), tf.constant(offset), tf.constant(scale)
+    with tf.GradientTape() as tape:
+        tape.watch([x, offset, scale])
+        mean = tf.reduce_mean(x, 0)
+        variance = tf.reduce_mean(tf.math.squared_difference(x, tf.stop_gradient(mean)), 0)
+        inv = tf.math.rsqrt(variance + epsilon) * scale
+        y = x * inv + (offset - mean * inv)
+        loss = loss_of(y, mean, variance, weights)
+    return [t.numpy() for t in [mean, variance, y] + tape.gradient(loss, [x, offset, scale])]
+
+
+def retfs(x, offset, scale, epsilon, weights):
+    x, offset, scale = tf.constant(x), tf.constant(offset), tf.constant(scale)
+    with tf.GradientTape() as tape:
+        tape.watch([x, offset, scale])
+        mean, variance = retf.ops.moments(x)
+        y = retf.ops.batch_normalize(x, mean, variance, offset, scale, epsilon)
+        loss = loss_of(y, mean, variance, weights)
+    return [t.numpy() for t in [mean, variance, y] + tape.gradient(loss, [x, offset, scale])]
+
+
+def loss_of(y, mean, variance, weights):
+    """A loss that reads every output, so every gradient path runs (the moments' too, as a moving average would not)."""
+    y_weights, mean_weights, variance_weights = weights
+    return (tf.reduce_sum(y * y_weights) + tf.reduce_sum(mean * mean_weights)
+            + tf.reduce_sum(variance * variance_weights))
+
+
+class BatchMomentsTest(unittest.TestCase):
+    # Rows: one, a few, many; columns: one, a block's 64 and past it, a block's tail, a wide layer.
+    SHAPES = [(1, 3), (7, 1), (5, 64), (300, 65), (130, 130), (2048, 1024), (512, 16)]
+
+    def test_moments_normalization_and_gradients_match_tensorflows_arithmetic(self):
+        rng = np.random.RandomState(31)
+        for dtype in FLOATS:
+            for rows, columns in self.SHAPES:
+                x = (rng.randn(rows, columns) * 3 + 1).astype(dtype)
+                offset = rng.randn(columns).astype(dtype)
+                scale = (rng.rand(columns) + 0.5).astype(dtype)
+                weights = (rng.randn(rows, columns).astype(dtype), rng.randn(columns).astype(dtype),
+                           rng.randn(columns).astype(dtype))
+                got = retfs(x, offset, scale, 1e-3, weights)
+                expected = tensorflows(x, offset, scale, 1e-3, weights)
+                for what, ours, theirs in zip(["mean", "variance", "y", "x's gradient", "offset's gradient",
+                                               "scale's gradient"], got, expected):
+                    self.assertEqual(ours.dtype, dtype)
+                    self.assertEqual(ours.shape, theirs.shape)
+                    error = np.max(np.abs(ours.astype(np.float64) - theirs)) / (np.max(np.abs(theirs)) + 1e-30)
+                    self.assertLessEqual(error, TOLERANCE[dtype], "{} {} {}".format(dtype.__name__, (rows, columns),
+                                                                                    what))
+
+    def test_variance_is_the_mean_squared_difference_in_double(self):
+        """A column far from zero: a one-pass sum of squares would lose the variance; the two passes keep it."""
+        x = (1e4 + np.arange(1000) % 7).astype(np.float32).reshape(-1, 1)
+        mean, variance = [t.numpy() for t in retf.ops.moments(tf.constant(x))]
+        exact = x.astype(np.float64)
+        self.assertAlmostEqual(float(mean[0]), float(exact.mean()), delta=1e-3)
+        self.assertAlmostEqual(float(variance[0]), float(exact.var()), delta=1e-3)
+
+    def test_shapes_are_checked(self):
+        with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
+            retf.ops.moments(tf.zeros([2, 3, 4]))
+        with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
+            retf.ops.batch_normalize(tf.zeros([2, 3]), tf.zeros([3]), tf.ones([3]), tf.zeros([4]), tf.ones([3]), 1e-3)
+
+    def test_routing_takes_matrices_over_their_rows_and_leaves_the_rest_to_tensorflow(self):
+        """In a graph: tf.nn.moments over a matrix's rows and tf.nn.batch_normalization of a matrix with vectors run
+        retf's ops; other axes, ranks and parameter shapes TensorFlow's, and the results agree with the originals."""
+        from tensorflow.python.ops import nn_impl
+        retf.ops.route_batch_moments()
+        self.assertFalse(retf.ops.route_batch_moments())  # idempotent
+        rng = np.random.RandomState(32)
+        x_value = rng.randn(40, 6).astype(np.float32)
+        with tf.Graph().as_default():
+            x = tf.constant(x_value)
+            offset, scale = tf.constant(rng.randn(6).astype(np.float32)), tf.constant(rng.rand(6).astype(np.float32))
+            mean, variance = nn_impl.moments(x, [0])
+            kept_mean, kept_variance = nn_impl.moments(x, [0], keep_dims=True)
+            y = nn_impl.batch_normalization(x, mean, variance, offset, scale, 1e-3)
+            self.assertEqual(mean.op.type, "Retf>Moments")
+            self.assertEqual(kept_mean.shape.as_list(), [1, 6])
+            self.assertEqual(y.op.type, "Retf>BatchNormalize")
+            # over the columns, a rank-3 input, broadcast parameters: TensorFlow's ops
+            rows_mean, _ = nn_impl.moments(x, [1])
+            cube_mean, _ = nn_impl.moments(tf.reshape(x, [40, 2, 3]), [0])
+            broadcast = nn_impl.batch_normalization(x, kept_mean, kept_variance, offset, scale, 1e-3)
+            self.assertNotIn("Retf", rows_mean.op.type + cube_mean.op.type + broadcast.op.type)
+            original_mean, original_variance = nn_impl.moments.original(x, [0])
+            original = nn_impl.batch_normalization.original(x, original_mean, original_variance, offset, scale, 1e-3)
+            gradients = tf.gradients(tf.reduce_sum(y * y), [x, offset, scale])
+            original_gradients = tf.gradients(tf.reduce_sum(original * original), [x, offset, scale])
+            with tf.compat.v1.Session() as session:
+                ours, theirs = session.run([[y, broadcast] + gradients, [original, original] + original_gradients])
+        for got, expected in zip(ours, theirs):
+            np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+
+
+if __name__ == "__main__":
+    unittest.main()
