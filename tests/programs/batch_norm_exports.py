@@ -3,7 +3,7 @@ placeholders, then exported for a server.
 
     python batch_norm_exports.py WORK_DIR
 
-Six numeric features through two tf.layers.dense layers, each followed by tf.layers.batch_normalization whose
+Six numeric features through two tf.layers.dense layers (no bias), each followed by tf.layers.batch_normalization whose
 `training` is a placeholder that defaults to False (the batch's moments while training, the moving averages when
 served), to a click probability; the moving averages' update ops run with each step; tf.train.AdamOptimizer. On
 the wheel the moments, the normalization and their gradients are retf's kernels (batch_moments). After 20 steps,
@@ -44,8 +44,10 @@ def main(work_dir):
     training = tf.placeholder_with_default(False, [], name="training")
     net = x
     for index, units in enumerate([16, 8]):
-        net = tf.layers.dense(net, units, kernel_initializer=tf.glorot_uniform_initializer(seed=51 + index),
-                              name="dense_%d" % index)
+        # no bias before the normalization, which takes out its gradient: what is left of that gradient is float
+        # noise, which Adam scales up to steps of its learning rate, so the bias and the moving mean would follow it
+        net = tf.layers.dense(net, units, use_bias=False, name="dense_%d" % index,
+                              kernel_initializer=tf.glorot_uniform_initializer(seed=51 + index))
         net = tf.nn.relu(tf.layers.batch_normalization(net, training=training, name="bn_%d" % index))
     logits = tf.reshape(tf.layers.dense(net, 1, kernel_initializer=tf.glorot_uniform_initializer(seed=53)), [-1])
     probability = tf.sigmoid(logits, name="probability")

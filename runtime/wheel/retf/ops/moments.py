@@ -12,7 +12,7 @@ FLOATS = (tf.float32, tf.float64)
 
 def moments(x, name=None):
     """(mean, variance) of each column of the matrix x, as tf.nn.moments(x, axes=[0]) computes them."""
-    return load_library().retf_moments(x, name=name)
+    return load_library().retf_moments(x, name=name or "Moments")  # TF 1.15 refuses the op's name (its ">")
 
 
 @tf.RegisterGradient("Retf>Moments")
@@ -28,7 +28,8 @@ def _moments_gradient(op, mean_grad, variance_grad):
 def batch_normalize(x, mean, variance, offset, scale, epsilon, name=None):
     """x * inv + (offset - mean * inv), inv = scale / sqrt(variance + epsilon): tf.nn.batch_normalization of the
     matrix x with vectors of its columns."""
-    return load_library().retf_batch_normalize(x, mean, variance, offset, scale, epsilon=epsilon, name=name)
+    return load_library().retf_batch_normalize(x, mean, variance, offset, scale, epsilon=epsilon,
+                                               name=name or "BatchNormalize")
 
 
 @tf.RegisterGradient("Retf>BatchNormalize")
