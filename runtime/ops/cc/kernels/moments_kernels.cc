@@ -48,11 +48,9 @@ void ForRows(OpKernelContext* ctx, int64_t rows, int64_t cost, Body&& body) {
   Workers(ctx)->ParallelFor(rows, cost, body);
 }
 
-bool IsMatrixWithColumns(const Tensor& x) { return TensorShapeUtils::IsMatrix(x.shape()); }
-
-// Each of inputs [first, first + count) a vector as long as x's rows.
+// x a matrix, and each of inputs [first, first + count) a vector of one value per column of x.
 Status CheckVectors(OpKernelContext* ctx, const Tensor& x, int first, int count) {
-  if (!IsMatrixWithColumns(x)) {
+  if (!TensorShapeUtils::IsMatrix(x.shape())) {
     return errors::InvalidArgument("x must be a matrix [batch, columns], got shape ", x.shape().DebugString());
   }
   for (int i = first; i < first + count; ++i) {

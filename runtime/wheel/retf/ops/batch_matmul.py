@@ -2,6 +2,8 @@
 products tf.matmul builds in a graph (attention's scores and weighted sums, and their gradients) carry the
 kernel label that selects it, and the kernel hands products of larger matrices to TensorFlow's own."""
 
+import os
+
 import tensorflow as tf
 
 from retf._library import load_library
@@ -49,11 +51,31 @@ def routed_batch_mat_mul_v2(original):
     return batch_mat_mul_v2
 
 
+def onednn_rewrites_graphs():
+    """Whether TensorFlow's oneDNN graph rewrite runs in this process: it replaces BatchMatMulV2 with oneDNN's op and
+    stops the process at a node that carries another kernel label. TF_ENABLE_ONEDNN_OPTS=1 turns it on; TensorFlow
+    2.9 and later turn it on by default on CPUs with AVX-512 VNNI or BF16, which IsMklEnabled reports."""
+    value = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower()
+    if value in ("1", "true"):
+        return True
+    if value in ("0", "false"):
+        return False
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return False
+
+
 def route_batch_matmul():
     """Make every BatchMatMulV2 that tf.matmul (tf.linalg.matmul, Keras's layers, BatchMatMulV2's own
     gradient) builds in a graph from now on in this process run retf's kernel, which takes the small matrices'
-    products itself and hands the rest to TensorFlow's. Idempotent; returns whether it changed the wrapper."""
+    products itself and hands the rest to TensorFlow's; where oneDNN's graph rewrite runs, the products stay its.
+    Idempotent; returns whether it changed the wrapper."""
     from tensorflow.python.ops import gen_math_ops  # math_ops.matmul reads the wrapper from it at each call
+
+    if onednn_rewrites_graphs():
+        return False
 
     load_library()  # the kernel the label names registers with the library
     if getattr(gen_math_ops.batch_mat_mul_v2, "original", None) is not None:
