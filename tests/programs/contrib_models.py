@@ -67,8 +67,9 @@ def deepfm_bn():
     loss = tf.losses.sigmoid_cross_entropy(label, logits) + tf.losses.get_regularization_loss()
     update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
     # Adam at 0.001, as DeepRec's DeepFM recipe trains. At 0.01 on this one batch the loss falls to 0.06 in 25 steps,
-    # and the training turns a last-bit difference of TensorFlow's own FusedBatchNormV3 between its two builds (on an
-    # Intel Xeon with AVX-512; at 0.01 the losses agreed on an AMD EPYC) into 1e-4 of the loss within two steps.
+    # and the training turns last-bit differences between TensorFlow's two builds into 1e-4 of the loss within two steps
+    # (on an Intel Xeon with AVX-512, where 1.15.5's and 2.6.2's Rsqrt and row sums differ in the last bit; at 0.01 the
+    # losses agreed on an AMD EPYC).
     with tf.control_dependencies(update_ops):
         train_op = tf.train.AdamOptimizer(0.001).minimize(loss, global_step=tf.train.get_or_create_global_step())
 
