@@ -630,6 +630,34 @@ def test_keras_layer_normalization_takes_tf_2s_fused_form_only_when_switched_off
     assert forms == [{"fused": 0, "means": 4}, {"fused": 0, "means": 4}, {"fused": 2, "means": 0}]
 
 
+BATCH_NORM_FORMS = """
+import collections, json
+import tensorflow as tf
+from tensorflow.python.keras.layers import BatchNormalization
+x = tf.placeholder(tf.float32, [None, 8])
+tf.layers.batch_normalization(x, training=True)
+tf.keras.layers.BatchNormalization()(x, training=True)
+BatchNormalization()(x, training=True)
+tf.nn.batch_normalization(x, *tf.nn.moments(x, [0]), offset=tf.zeros([8]), scale=tf.ones([8]), variance_epsilon=1e-3)
+tf.layers.batch_normalization(tf.placeholder(tf.float32, [None, 4, 4, 8]), training=True)  # an image: fused
+tf.nn.moments(x, [1])  # over the columns
+types = collections.Counter(op.type for op in tf.get_default_graph().get_operations())
+print(json.dumps({key: types[key] for key in ("Retf>Moments", "Retf>BatchNormalize", "FusedBatchNormV3", "Mean")}))
+"""
+
+
+def test_a_dense_layers_batch_normalization_runs_retfs_kernels_in_every_api_unless_switched_off(v1_venv):
+    """tf.layers', both Keras copies' and tf.nn's batch normalization of a matrix build retf's moments and
+    normalization (batch_moments); an image keeps FusedBatchNormV3 and moments over the columns TensorFlow's means.
+    RETF_BATCH_MOMENTS=0 and RETF_OPS=0 give TensorFlow's ops everywhere."""
+    recipe = RECIPES / "emulated-py36-tf1api.toml"
+    routed, switched_off, no_ops = run_in_each(recipe, v1_venv, BATCH_NORM_FORMS, {}, {"RETF_BATCH_MOMENTS": "0"},
+                                               {"RETF_OPS": "0"})
+    assert routed == {"Retf>Moments": 4, "Retf>BatchNormalize": 4, "FusedBatchNormV3": 1, "Mean": 2}, routed
+    stock = {"Retf>Moments": 0, "Retf>BatchNormalize": 0, "FusedBatchNormV3": 1, "Mean": 10}
+    assert switched_off == no_ops == stock, (switched_off, no_ops)
+
+
 FUSED_LOOKUP_EXPORT = """
 import json, tempfile, warnings
 import tensorflow as tf

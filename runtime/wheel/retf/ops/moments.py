@@ -39,6 +39,13 @@ def _batch_normalize_gradient(op, y_grad):
                                                      epsilon=op.get_attr("epsilon"))
 
 
+def _read(value):
+    """A variable as the tensor of its value (Keras passes its gamma and beta as variables); anything else as it is."""
+    from tensorflow.python.ops import variables
+
+    return tf.convert_to_tensor(value) if isinstance(value, variables.Variable) else value
+
+
 def _matrix(x):
     """Whether x is a float32 or float64 tensor of rank 2 on a CPU (or unplaced)."""
     if not isinstance(x, tf.Tensor) or x.dtype not in FLOATS or x.shape.rank != 2:
@@ -61,8 +68,8 @@ def routed_moments(original):
 
     def moments_v1(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
         keep = keepdims if keepdims is not None else keep_dims
-        tensor = x if isinstance(x, tf.Tensor) else None
-        if tensor is None or not _matrix(tensor) or not _over_rows(tensor, axes):
+        tensor = _read(x)
+        if not _matrix(tensor) or not _over_rows(tensor, axes):
             return original(x, axes, shift=shift, name=name, keep_dims=keep_dims, keepdims=keepdims)
         with tf.name_scope(name or "moments"):
             mean, variance = moments(tensor)
@@ -80,8 +87,9 @@ def routed_batch_normalization(original):
     scale given), original's function for everything else."""
 
     def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
+        x, mean, variance, offset, scale = (_read(v) for v in (x, mean, variance, offset, scale))
         vectors = (mean, variance, offset, scale)
-        if (not isinstance(x, tf.Tensor) or not _matrix(x)
+        if (not _matrix(x)
                 or not all(isinstance(v, tf.Tensor) and v.dtype == x.dtype and v.shape.rank == 1 for v in vectors)
                 or not all(tf.compat.dimension_value(v.shape[0]) in (None, tf.compat.dimension_value(x.shape[1]))
                            for v in vectors)):
@@ -94,10 +102,13 @@ def routed_batch_normalization(original):
     return batch_normalization
 
 
-def route_batch_moments(namespaces=()):
-    """Make tf.nn.moments and tf.nn.batch_normalization, as TensorFlow's modules (Keras's BatchNormalization,
-    tf.layers) and the given API namespaces (each a module with an `nn`) call them from now on in this process, run
-    retf's kernels on matrices. Idempotent; returns whether it changed them."""
+def route_batch_moments():
+    """Make tf.nn.moments and tf.nn.batch_normalization, as TensorFlow's modules and every API namespace loaded in
+    this process (tf.nn, tf.compat.v1.nn, and the tensorflow.compat.v2 that Keras's BatchNormalization calls) call
+    them from now on, run retf's kernels on matrices; a namespace loaded later takes the routed functions from
+    nn_impl itself. Idempotent; returns whether it changed them."""
+    import sys
+
     from tensorflow.python.ops import nn, nn_impl  # moments_v2 and Keras read them from these modules at each call
 
     load_library()
@@ -108,12 +119,10 @@ def route_batch_moments(namespaces=()):
     for module in (nn_impl, nn):
         for key, function in routed.items():
             setattr(module, key, function)
-    for namespace in namespaces:
-        api_nn = getattr(namespace, "nn", None)
-        if api_nn is None:
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("tensorflow") or not name.endswith(".nn") or module is None:
             continue
-        if getattr(api_nn, "batch_normalization", None) is routed["batch_normalization"].original:
-            api_nn.batch_normalization = routed["batch_normalization"]
-        if getattr(api_nn, "moments", None) is routed["moments"].original:  # the 1.x signature; moments_v2 calls it
-            api_nn.moments = routed["moments"]
+        for key, function in routed.items():  # tf.nn.moments of the 2.x API is moments_v2, which calls nn_impl's
+            if getattr(module, key, None) is function.original:
+                setattr(module, key, function)
     return True

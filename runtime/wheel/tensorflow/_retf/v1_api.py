@@ -280,7 +280,7 @@ def expose_v1_api(namespace, config):
             raise ImportError("tf.nn.moments and tf.nn.batch_normalization: retf's kernels need the retf op library, "
                               "which this build does not ship ([ops] build = false in its recipe): %s; set "
                               "RETF_BATCH_MOMENTS=0" % error) from error
-        ops.route_batch_moments((v1, v1.compat.v1, v1.compat.v2))
+        ops.route_batch_moments()
     if switches.switch(config, "layer_norm_moments") == "1":
         keras_bridge.layer_norm_in_moments(keras)
     if switches.switch(config, "fast_decode_csv") == "1":
