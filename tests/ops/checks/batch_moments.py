@@ -77,6 +77,40 @@ class BatchMomentsTest(unittest.TestCase):
         self.assertAlmostEqual(float(mean[0]), float(exact.mean()), delta=1e-3)
         self.assertAlmostEqual(float(variance[0]), float(exact.var()), delta=1e-3)
 
+    def test_second_order_gradients_match_tensorflows(self):
+        """A gradient penalty through the normalization: the gradient of a function of the input's gradient, in a
+        graph and eagerly, as TensorFlow's ops give it (tf.nn.moments's mean read into its variance through
+        tf.stop_gradient, which its second-order gradients do not cross)."""
+        rng = np.random.RandomState(33)
+        x_value = (rng.randn(50, 7) * 2 + 1).astype(np.float64)
+        offset, scale = rng.randn(7), rng.rand(7) + 0.5
+        weights = rng.randn(50, 7)
+
+        def penalty_gradient(normalize_moments, x):
+            with tf.GradientTape() as outer:
+                outer.watch(x)
+                with tf.GradientTape() as inner:
+                    inner.watch(x)
+                    mean, variance = normalize_moments[0](x)
+                    y = normalize_moments[1](x, mean, variance)
+                    loss = tf.reduce_sum(tf.square(y) * weights) + tf.reduce_sum(mean * variance)
+                penalty = tf.reduce_sum(tf.square(inner.gradient(loss, x)))
+            return outer.gradient(penalty, x)
+
+        ours = (retf.ops.moments,
+                lambda x, m, v: retf.ops.batch_normalize(x, m, v, tf.constant(offset), tf.constant(scale), 1e-3))
+        theirs = (lambda x: (tf.reduce_mean(x, 0),
+                             tf.reduce_mean(tf.math.squared_difference(x, tf.stop_gradient(tf.reduce_mean(x, 0))), 0)),
+                  lambda x, m, v: x * (tf.math.rsqrt(v + 1e-3) * scale) + (offset - m * tf.math.rsqrt(v + 1e-3) * scale))
+        eager = [penalty_gradient(form, tf.constant(x_value)).numpy() for form in (ours, theirs)]
+        with tf.Graph().as_default():
+            x = tf.constant(x_value)
+            graph = [penalty_gradient(form, x) for form in (ours, theirs)]
+            with tf.compat.v1.Session() as session:
+                graph = session.run(graph)
+        for got, expected in (eager, graph):
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
     def test_shapes_are_checked(self):
         with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
             retf.ops.moments(tf.zeros([2, 3, 4]))

@@ -39,6 +39,48 @@ def _batch_normalize_gradient(op, y_grad):
                                                      epsilon=op.get_attr("epsilon"))
 
 
+def _moments_grad_in_tensorflows_ops(x, mean, mean_grad, variance_grad):
+    # tf.nn.moments reads the mean into the variance through tf.stop_gradient, so its second-order gradients take no
+    # path through it
+    rows = tf.cast(tf.shape(x)[0], x.dtype)
+    return [mean_grad / rows + 2.0 * variance_grad * (x - tf.stop_gradient(mean)) / rows]
+
+
+def _batch_normalize_grad_in_tensorflows_ops(y_grad, x, mean, variance, scale, epsilon):
+    root = tf.math.rsqrt(variance + epsilon)
+    inv = root * scale
+    sum_g, sum_gd = tf.reduce_sum(y_grad, 0), tf.reduce_sum(y_grad * (x - mean), 0)
+    return [y_grad * inv, -inv * sum_g, -0.5 * root * root * root * scale * sum_gd, sum_g, root * sum_gd]
+
+
+def _second_order(op, grads, build):
+    """The gradients of op's inputs from those of its outputs, through ``build(*inputs)``: the same values in
+    TensorFlow's ops (a gradient penalty, a Hessian-vector product through a batch normalization)."""
+    inputs = list(op.inputs)
+    if all(grad is None for grad in grads):
+        return [None] * len(inputs)
+    if tf.executing_eagerly():
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            outputs = build(*inputs)
+        pairs = [(output, grad) for output, grad in zip(outputs, grads) if grad is not None]
+        return tape.gradient([o for o, _ in pairs], inputs, output_gradients=[g for _, g in pairs])
+    pairs = [(output, grad) for output, grad in zip(build(*inputs), grads) if grad is not None]
+    # each input's partial derivative: the inputs depend on one another (y's gradient on x) through the graph above
+    return tf.gradients([o for o, _ in pairs], inputs, grad_ys=[g for _, g in pairs], stop_gradients=inputs)
+
+
+@tf.RegisterGradient("Retf>MomentsGrad")
+def _moments_grad_gradient(op, x_grad_grad):
+    return _second_order(op, [x_grad_grad], _moments_grad_in_tensorflows_ops)
+
+
+@tf.RegisterGradient("Retf>BatchNormalizeGrad")
+def _batch_normalize_grad_gradient(op, *grads):
+    epsilon = op.get_attr("epsilon")
+    return _second_order(op, grads, lambda *inputs: _batch_normalize_grad_in_tensorflows_ops(*inputs, epsilon))
+
+
 def _read(value):
     """A variable as the tensor of its value (Keras passes its gamma and beta as variables); anything else as it is."""
     from tensorflow.python.ops import variables
