@@ -163,6 +163,10 @@ class _Scope(object):
         tensor.tensor_shape.SetInParent()
         if dtype == types_pb2.DT_STRING:
             tensor.string_val.append(value)
+        elif dtype == types_pb2.DT_FLOAT:
+            tensor.float_val.append(value)
+        elif dtype == types_pb2.DT_DOUBLE:
+            tensor.double_val.append(value)
         else:
             tensor.int_val.append(value)
         return self.output(node)
@@ -364,18 +368,6 @@ def _gru_recurrence_loop(node, scope):
     return True
 
 
-def _float_constant(scope, base, value, dtype, device):
-    """A scalar Const node of the float ``value`` in ``dtype`` (float or double); its output's name."""
-    from tensorflow.core.framework import types_pb2
-    node = scope.add(base, "Const", [], device)
-    node.attr["dtype"].type = dtype
-    tensor = node.attr["value"].tensor
-    tensor.dtype = dtype
-    tensor.tensor_shape.SetInParent()
-    (tensor.double_val if dtype == types_pb2.DT_DOUBLE else tensor.float_val).append(value)
-    return scope.output(node)
-
-
 def _typed(scope, base, op, inputs, node):
     """A node ``op`` of ``inputs`` beside ``node``, with its type T; its output's name."""
     added = scope.add(base, op, inputs, node.device)
@@ -419,7 +411,7 @@ def _batch_normalize_ops(node, scope):
         return False
     x, mean, variance, offset, scale = data
     name = node.name + "/batchnorm"
-    epsilon = _float_constant(scope, name + "/epsilon", node.attr["epsilon"].f, node.attr["T"].type, node.device)
+    epsilon = scope.add_constant(name + "/epsilon", node.attr["epsilon"].f, node.attr["T"].type, node.device)
     shifted = _typed(scope, name + "/add", "Add", [variance, epsilon], node)
     root = _typed(scope, name + "/Rsqrt", "Rsqrt", [shifted], node)
     inv = _typed(scope, name + "/mul", "Mul", [root, scale], node)
