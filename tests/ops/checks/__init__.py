@@ -13,6 +13,10 @@ os.environ["RETF_FAST_DECODE_CSV"] = "0"
 # The checks use TensorFlow 2.x's API (eager tensors, tf.keras): a wheel built with the 1.x API keeps it
 # for this process.
 os.environ["RETF_API"] = "2"
+# retf's kernels, not oneDNN's graph rewrite, which TensorFlow 2.9 and later turn on by default on CPUs with AVX-512
+# VNNI or BF16: it replaces BatchMatMulV2 and stops the process at a node with retf's kernel label, which these checks
+# give their products themselves. (The wheel's routing leaves the products to it where it runs: test_tf1_api.py.)
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
 
 # tensorflow first: a build whose numpy the environment's cannot serve (TF 2.11 in a numpy 1.18
 # environment) refuses a numpy imported before it, and these checks are about the ops, not that.
