@@ -6,7 +6,8 @@ by TF 1.15's loaders and TF Serving 1.15 ("Op type not registered", "NodeDef men
 In 1.x API mode the bootstrap routes every export through here:
 
 - each node is written in TF 1.15's form where the meaning is the same: ParseExampleV2 without ragged
-  features as ParseExample, attributes TF 1.15 does not know dropped where they hold their default;
+  features as ParseExample, attributes TF 1.15 does not know dropped where they hold their default, retf's
+  forward ops (a GRU's loop, a batch normalization's moments and normalization) as TF 1.15's own;
 - a SavedModel leaves out the nodes TF 1.15 cannot run that nothing it serves needs: the training ops of a
   graph saved whole (tf.saved_model.simple_save after training, with retf's fused optimizers or gradients);
 - what a SavedModel or a frozen graph still holds that TF 1.15 cannot read is said once (a RuntimeWarning per
@@ -384,14 +385,16 @@ def _moments_ops(node, scope):
     if scope.in_function or len(data) != 1 or "T" not in node.attr:
         return False
     rows = scope.add_constant(node.name + "/rows", 0, types_pb2.DT_INT32, node.device)
-    means = []
-    for what, source in (("mean", data[0]), ("variance", None)):
-        if source is None:
-            source = _typed(scope, node.name + "/squared_difference", "SquaredDifference", [data[0], means[0]], node)
+
+    def column_mean(what, source):
         mean = scope.add(node.name + "/" + what, "Mean", [source, rows], node.device)
         mean.attr["T"].type, mean.attr["Tidx"].type = node.attr["T"].type, types_pb2.DT_INT32
         mean.attr["keep_dims"].b = False
-        means.append(scope.output(mean))
+        return scope.output(mean)
+
+    mean = column_mean("mean", data[0])
+    squared = _typed(scope, node.name + "/squared_difference", "SquaredDifference", [data[0], mean], node)
+    means = [mean, column_mean("variance", squared)]
     dtype = node.attr["T"].type
     control = [i for i in node.input if i.startswith("^")]
     node.op = "IdentityN"
@@ -430,8 +433,10 @@ def _batch_normalize_ops(node, scope):
 
 _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: parse with tf.io.FixedLenFeature "
                               "and VarLenFeature only",
-            "Retf>Moments": "inside a function; or build the graph with RETF_BATCH_MOMENTS=0",
-            "Retf>BatchNormalize": "inside a function; or build the graph with RETF_BATCH_MOMENTS=0",
+            "Retf>Moments": "in a function's body, whose readers name its outputs by argument; build the graph with "
+                            "RETF_BATCH_MOMENTS=0",
+            "Retf>BatchNormalize": "in a function's body, whose readers name its output by argument; build the graph "
+                                   "with RETF_BATCH_MOMENTS=0",
             "Retf>GRURecurrence": "its gradient is in the graph; a SavedModel leaves the gradient out and a frozen graph "
                                   "has none, and those hold TF 1.15's loop in its place; or build the graph with "
                                   "RETF_FUSED_GRU=0"}
