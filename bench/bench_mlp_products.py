@@ -130,12 +130,12 @@ def peak(work):
             sys.exit(f"cannot compile the FMA peak loop: no C compiler `cc` ({error.strerror}); install one (gcc)")
         if build.returncode != 0:
             sys.exit(f"cannot compile the FMA peak loop: {build.stderr.strip()[:500]}")
-        # The best of five runs: a peak is what the cores reach when nothing else runs on them.
-        rates = {threads: max(gflops(binary, threads) for _ in range(5)) for threads in (1, os.cpu_count())}
-        if rates[1] is None:  # the CPU lacks the instructions (it dies on the first one)
+        if gflops(binary, 1) is None:  # the CPU lacks the instructions (it dies on the first one)
             if lanes == 8:
                 sys.exit("the FMA peak loop failed: this bench needs a CPU with AVX2 and FMA")
             break
+        # The best of five runs: a peak is what the cores reach when nothing else runs on them.
+        rates = {threads: max(gflops(binary, threads) or 0.0 for _ in range(5)) for threads in (1, os.cpu_count())}
         if found is None or rates[1] > found[0][1]:
             found = (rates, lanes)
     return found
