@@ -24,6 +24,7 @@ from tensorflow.python.ops import variable_scope, variables
 from tensorflow.python.training import slot_creator
 from tensorflow.python.training.saving import saveable_object
 
+from retf.nn import check_newer_keywords
 from retf.ops import embedding_variable as ev_ops
 
 # DeepRec's checkpoint tensors of one EmbeddingVariable (or part, or slot): name + suffix.
@@ -902,21 +903,23 @@ def install():
                             validate_indices=validate_indices, max_norm=max_norm)
 
     def sparse_lookup(params, sp_ids, sp_weights, partition_strategy="mod", name=None, combiner=None,
-                      max_norm=None):
+                      max_norm=None, **newer):
+        check_newer_keywords(stock_sparse, newer)  # 2.13's allow_fast_lookup: the same rows either way
         if is_embedding_variable(params):
             return embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=combiner, max_norm=max_norm,
                                            name=name)
         return stock_sparse(params, sp_ids, sp_weights, partition_strategy=partition_strategy, name=name,
-                            combiner=combiner, max_norm=max_norm)
+                            combiner=combiner, max_norm=max_norm, **newer)
 
     def safe_lookup(embedding_weights, sparse_ids, sparse_weights=None, combiner="mean", default_id=None,
-                    name=None, partition_strategy="div", max_norm=None):
+                    name=None, partition_strategy="div", max_norm=None, **newer):
+        check_newer_keywords(stock_safe, newer)
         if is_embedding_variable(embedding_weights):
             return safe_embedding_lookup_sparse(embedding_weights, sparse_ids, sparse_weights, combiner=combiner,
                                                 default_id=default_id, name=name, max_norm=max_norm)
         return stock_safe(embedding_weights, sparse_ids, sparse_weights=sparse_weights, combiner=combiner,
                           default_id=default_id, name=name, partition_strategy=partition_strategy,
-                          max_norm=max_norm)
+                          max_norm=max_norm, **newer)
 
     for name, function, stock in zip(published, (lookup, sparse_lookup, safe_lookup),
                                      (stock_lookup, stock_sparse, stock_safe)):

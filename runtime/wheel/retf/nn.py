@@ -4,6 +4,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as framework_ops
 from tensorflow.python.ops import embedding_ops
 from tensorflow.python.ops.variables import PartitionedVariable  # no public name in TF 2.x
+from tensorflow.python.util import tf_inspect
 
 from retf import ops
 
@@ -13,6 +14,24 @@ _STOCK_LOOKUP = embedding_ops.embedding_lookup_sparse
 
 _FLOATS = (tf.float32, tf.float64)
 _INDEX_TYPES = (tf.int32, tf.int64)
+
+
+def check_newer_keywords(function, keywords):
+    """Refuse, as Python refuses an unknown keyword, any of keywords that this TensorFlow's function does not take.
+
+    The routed lookups keep TF 1.x's signatures and take what newer TensorFlows' functions add to them (2.13's
+    allow_fast_lookup, which its safe_embedding_lookup_sparse passes on): a choice of how to look up, with the same
+    values either way, which retf's lookups serve as they are and TensorFlow's own function receives as given."""
+    spec = tf_inspect.getfullargspec(function)
+    while spec.varkw is not None and getattr(function, "__wrapped__", None) is not None:  # a routed function
+        function = function.__wrapped__
+        spec = tf_inspect.getfullargspec(function)
+    if spec.varkw is not None:
+        return
+    taken = set(spec.args) | set(spec.kwonlyargs)
+    for keyword in sorted(keywords):
+        if keyword not in taken:
+            raise TypeError("{}() got an unexpected keyword argument '{}'".format(function.__name__, keyword))
 
 
 def _single_table(params):
@@ -31,13 +50,15 @@ def _single_table(params):
 
 
 def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod", name=None, combiner=None,
-                            max_norm=None):
+                            max_norm=None, **newer):
     """Same results as tf.compat.v1.nn.embedding_lookup_sparse; fused for one 2-D table without max_norm.
 
     The gradient with respect to params is an IndexedSlices over the distinct ids, which
     retf.train.LazyAdamOptimizer and retf.keras.optimizers.LazyAdam apply without a dense table.
-    Other cases (several shards, max_norm, other dtypes or ranks) go to TensorFlow's own function.
+    Other cases (several shards, max_norm, other dtypes or ranks) go to TensorFlow's own function, with the
+    keywords newer TensorFlows take beyond these (check_newer_keywords).
     """
+    check_newer_keywords(_STOCK_LOOKUP, newer)
     if combiner is None:
         combiner = "mean"
     if combiner not in ("mean", "sqrtn", "sum"):
@@ -49,7 +70,7 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod"
     table = _single_table(params) if max_norm is None else None
     if table is None or sp_ids.values.dtype not in _INDEX_TYPES:
         return _STOCK_LOOKUP(params, sp_ids, sp_weights, partition_strategy=partition_strategy, name=name,
-                             combiner=combiner, max_norm=max_norm)
+                             combiner=combiner, max_norm=max_norm, **newer)
     with tf.name_scope(name or "embedding_lookup_sparse"):
         weights = None
         if sp_weights is not None:
@@ -60,3 +81,6 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod"
         # rows cross the network, never the table.
         with framework_ops.colocate_with(table):
             return ops.embedding_lookup_sparse(table, sp_ids.values, segment_ids, weights, combiner=combiner)
+
+
+embedding_lookup_sparse.__wrapped__ = _STOCK_LOOKUP  # the function it serves for, whose keywords it takes

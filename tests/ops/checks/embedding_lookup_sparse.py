@@ -141,3 +141,37 @@ class EmbeddingLookupSparseTest(unittest.TestCase):
             ours = retf.nn.embedding_lookup_sparse(shards, sp_ids, None, **kwargs)
             stock = tf.compat.v1.nn.embedding_lookup_sparse(shards, sp_ids, None, **kwargs)
             np.testing.assert_array_equal(ours.numpy(), stock.numpy())
+
+    def test_routed_in_place_of_tensorflows_it_serves_the_safe_lookup_with_this_tensorflows_keywords(self):
+        """The 1.x API routes the module's embedding_lookup_sparse, which safe_embedding_lookup_sparse (feature
+        columns' lookups) calls with what this TensorFlow passes: 2.13 adds allow_fast_lookup."""
+        from tensorflow.python.ops import embedding_ops
+        from tensorflow.python.util import tf_inspect
+
+        rng = np.random.RandomState(6)
+        indices, ids, weights = random_sparse_batch(rng, batch=6, vocab=10, max_per_row=3)
+        valid = sparse(indices, ids.copy(), 6, 3)
+        ids[0] = -1  # pruned by the safe lookup
+        sp_ids, sp_weights = sparse(indices, ids, 6, 3), sparse(indices, weights.astype(np.float32), 6, 3)
+        params = tf.constant(rng.uniform(-1, 1, (10, 4)).astype(np.float32))
+        module_lookup = embedding_ops.embedding_lookup_sparse
+        stock = [tf.compat.v1.nn.safe_embedding_lookup_sparse(params, sp_ids, w, default_id=d)
+                 for w in (None, sp_weights) for d in (None, 3)]
+        embedding_ops.embedding_lookup_sparse = retf.nn.embedding_lookup_sparse
+        try:
+            routed = [tf.compat.v1.nn.safe_embedding_lookup_sparse(params, sp_ids, w, default_id=d)
+                      for w in (None, sp_weights) for d in (None, 3)]
+        finally:
+            embedding_ops.embedding_lookup_sparse = module_lookup
+        for ours, theirs in zip(routed, stock):
+            assert_close(self, ours.numpy(), theirs.numpy(), np.float32)
+        takes_fast = "allow_fast_lookup" in tf_inspect.getfullargspec(retf.nn._STOCK_LOOKUP).args
+        if takes_fast:
+            fast = retf.nn.embedding_lookup_sparse(params, valid, None, allow_fast_lookup=True)
+            assert_close(self, fast.numpy(), retf.nn.embedding_lookup_sparse(params, valid, None).numpy(),
+                         np.float32)
+        else:  # as TensorFlow's own function refuses it
+            with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'allow_fast_lookup'"):
+                retf.nn.embedding_lookup_sparse(params, valid, None, allow_fast_lookup=True)
+        with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'fast'"):
+            retf.nn.embedding_lookup_sparse(params, valid, None, fast=True)
