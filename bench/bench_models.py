@@ -148,7 +148,7 @@ def prepare_wheel(work):
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
          "cat", "nocat", "pdl", "nopdl", "gru", "nogru", "bmm", "nobmm", "lnm", "nolnm", "split", "nosplit", "xla115", "xla", "jit115", "jit",
-         "ev", "mmap", "keepheap", "onednn", "bnm", "nobnm")
+         "ev", "mmap", "keepheap", "onednn", "bnm", "nobnm", "lnk", "nolnk")
 # XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
 # the model's own ops (bench/models/common.py --xla-jit-scope)
 XLA_AUTO = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}
@@ -343,7 +343,8 @@ def main():
                                                             "RETF_FUSED_GRU": "0",
                                                             "RETF_SMALL_BATCH_MATMUL": "0",
                                                             "RETF_LAYER_NORM_MOMENTS": "0",
-                                                            "RETF_BATCH_MOMENTS": "0"}),
+                                                            "RETF_BATCH_MOMENTS": "0",
+                                                            "RETF_LAYER_NORM_KERNELS": "0"}),
              "wheel": Side("wheel", V1_RECIPE, venv),
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
@@ -375,6 +376,8 @@ def main():
              "keepheap": Side("wheel, heap kept", V1_RECIPE, venv, {"RETF_HEAP_TRIM": "0"}),
              "bnm": Side("wheel, retf batch norm", V1_RECIPE, venv, {"RETF_BATCH_MOMENTS": "1"}),
              "nobnm": Side("wheel, TF's batch norm", V1_RECIPE, venv, {"RETF_BATCH_MOMENTS": "0"}),
+             "lnk": Side("wheel, retf layer norm", V1_RECIPE, venv, {"RETF_LAYER_NORM_KERNELS": "1"}),
+             "nolnk": Side("wheel, TF's layer norm", V1_RECIPE, venv, {"RETF_LAYER_NORM_KERNELS": "0"}),
              "onednn": Side("wheel, oneDNN ops", V1_RECIPE, venv, {"TF_ENABLE_ONEDNN_OPTS": "1"})}
     assert set(known) == set(SIDES), set(known) ^ set(SIDES)
     sides = [known[key] for key in side_keys]

@@ -617,17 +617,25 @@ from tensorflow.python.keras.layers import LayerNormalization
 x = tf.placeholder(tf.float32, [None, 5, 8])
 tf.keras.layers.LayerNormalization(axis=2)(x)
 LayerNormalization()(x)
+tf.contrib.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)  # BERT's
+tf.contrib.layers.layer_norm(x)  # over the last two axes
 types = [op.type for op in tf.get_default_graph().get_operations()]
-print(json.dumps({"fused": types.count("FusedBatchNormV3"), "means": types.count("Mean")}))
+print(json.dumps({"fused": types.count("FusedBatchNormV3"), "means": types.count("Mean"),
+                  "retf": types.count("Retf>LayerMoments") + types.count("Retf>LayerNormalize")}))
 """
 
 
 def test_keras_layer_normalization_takes_tf_2s_fused_form_only_when_switched_off(v1_venv):
-    """Both Keras copies' LayerNormalization computes tf.nn.moments (two means each) as TF 1.15's Keras did
-    (layer_norm_moments), with the op library off too; RETF_LAYER_NORM_MOMENTS=0 gives TF 2.x's FusedBatchNormV3."""
+    """Both Keras copies' LayerNormalization computes tf.nn.moments and tf.nn.batch_normalization as TF 1.15's Keras
+    did (layer_norm_moments), which over the last axis run retf's kernels, as contrib's layer_norm over it does
+    (layer_norm_kernels); contrib's over two axes keeps TensorFlow's means (two). RETF_LAYER_NORM_KERNELS=0, and the
+    op library off, give TensorFlow's ops (two means each); RETF_LAYER_NORM_MOMENTS=0 gives Keras TF 2.x's
+    FusedBatchNormV3."""
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    forms = run_in_each(recipe, v1_venv, LAYER_NORM_FORMS, {}, {"RETF_OPS": "0"}, {"RETF_LAYER_NORM_MOMENTS": "0"})
-    assert forms == [{"fused": 0, "means": 4}, {"fused": 0, "means": 4}, {"fused": 2, "means": 0}]
+    forms = run_in_each(recipe, v1_venv, LAYER_NORM_FORMS, {}, {"RETF_LAYER_NORM_KERNELS": "0"}, {"RETF_OPS": "0"},
+                        {"RETF_LAYER_NORM_MOMENTS": "0"})
+    assert forms == [{"fused": 0, "means": 2, "retf": 6}, {"fused": 0, "means": 8, "retf": 0},
+                     {"fused": 0, "means": 8, "retf": 0}, {"fused": 2, "means": 2, "retf": 2}], forms
 
 
 BATCH_NORM_FORMS = """

@@ -585,12 +585,14 @@ def test_op_seeded_randomness_is_tf_1_15s_and_graph_seeded_is_not(tf115, wheel):
 def test_keras_layer_normalization_computes_as_tf_1_15s_keras(tf115, wheel, wheel_2_11):
     """tf.keras's LayerNormalization in a transformer's add & norm (public BST code) and the legacy copy's over a
     pooled vector build TF 1.15's tf.nn.moments form on the wheel (layer_norm_moments), not TF 2.x's FusedBatchNormV3,
-    keep TF 1.15's variable names and train to its losses, on 2.6.2 and on 2.11.0 (no legacy copy: tf.keras's twice)."""
+    in retf's kernels (layer_norm_kernels), keep TF 1.15's variable names and train to its losses, on 2.6.2 and on
+    2.11.0 (no legacy copy: tf.keras's twice)."""
     reference, produced = pair(tf115, wheel, "keras_layer_norm")
     later = wheel_2_11("keras_layer_norm")
     assert (reference["legacy_copy"], produced["legacy_copy"], later["legacy_copy"]) == (True, True, False)
     for result in (reference, produced, later):
         assert (result["fused_ops"], result["moments"]) == (0, 2), result
+    assert (reference["layer_kernels"], produced["layer_kernels"], later["layer_kernels"]) == (0, 2, 2)
     for result in (produced, later):
         assert_same_training(reference, result, exact=("variables",))
 
@@ -812,13 +814,18 @@ def test_a_gru_loop_trains_as_on_tf_1_15_in_retfs_kernels(tf115, wheel):
     assert reference["unknown_depth"].startswith("ValueError: Input size (depth of inputs) must be accessible")
 
 
-def test_an_attention_block_trains_as_on_tf_1_15_in_retfs_batch_product_kernel(tf115, wheel):
-    """A masked self-attention as public BST code writes it (tf.matmul over batches of [10, 8] matrices): TF 1.15.5's
-    losses, with each of the training graph's six products (two, and two in each of their gradients) labelled for
-    retf's BatchMatMulV2 kernel on the wheel (small_batch_matmul) and none on TF 1.15.5."""
+def test_an_attention_block_trains_as_on_tf_1_15_in_retfs_batch_product_and_layer_norm_kernels(tf115, wheel):
+    """A masked self-attention as public BST code writes it (tf.matmul over batches of [10, 8] matrices) and its add &
+    norm (tf.contrib.layers.layer_norm over the last axis): TF 1.15.5's losses, with each of the training graph's six
+    products (two, and two in each of their gradients) labelled for retf's BatchMatMulV2 kernel on the wheel
+    (small_batch_matmul) and none on TF 1.15.5, and the layer normalization, forward and gradient, in retf's kernels
+    (layer_norm_kernels)."""
     reference, produced = pair(tf115, wheel, "attention_exports")
     assert_same_training(reference, produced)
     assert produced["labels"] == ["retf"] * 6 and reference["labels"] == [""] * 6, (produced, reference)
+    assert reference["layer_kernels"] == []
+    assert produced["layer_kernels"] == ["Retf>LayerMoments", "Retf>LayerMomentsGrad", "Retf>LayerNormalize",
+                                         "Retf>LayerNormalizeGrad"], produced
 
 
 def test_the_shipped_op_registry_is_tf_1_15_5s(tf115):

@@ -1,18 +1,21 @@
 """A TF 1.15 model with a self-attention block over a behaviour sequence (as public BST code writes it: ReLU
-projections split into heads, scores masked by the lengths, softmax, a weighted sum), trained with placeholders,
-then exported for a server.
+projections split into heads, scores masked by the lengths, softmax, a weighted sum, an add & norm), trained with
+placeholders, then exported for a server.
 
     python attention_exports.py WORK_DIR
 
 A user's recent prices, 1-10 of them, embedded 16-wide, go through two heads of attention (tf.matmul of the
-queries by the keys' transpose, then of the probabilities by the values); the mean of the attended steps and the
+queries by the keys' transpose, then of the probabilities by the values), added to the steps and normalized over
+the last axis (tf.contrib.layers.layer_norm, as BERT's code calls it); the mean of the attended steps and the
 current price through tf.layers.dense to a click probability; tf.train.AdamOptimizer. On the wheel the products
-and their gradients run retf's BatchMatMulV2 kernel (small_batch_matmul: the nodes carry its kernel label).
+and their gradients run retf's BatchMatMulV2 kernel (small_batch_matmul: the nodes carry its kernel label), and the
+layer normalization retf's kernels (layer_norm_kernels).
 After 20 steps, from the training session itself:
 - simple/: tf.saved_model.simple_save of the whole training graph;
 - frozen/: graph_util.convert_variables_to_constants, written with tf.gfile as frozen.pb.
 Each served folder gets request.json (the inputs, and the probabilities the session computed for them).
-Prints one JSON line: the losses, the folders, and the kernel label of each BatchMatMulV2 of the training graph.
+Prints one JSON line: the losses, the folders, the kernel label of each BatchMatMulV2 of the training graph, and
+its ops of retf's layer normalization.
 """
 import json
 import os
@@ -59,6 +62,7 @@ def main(work_dir):
     scores -= 1e9 * tf.cast(tf.logical_not(tf.expand_dims(mask, 1)), tf.float32)
     attended = tf.matmul(tf.nn.softmax(scores), value)
     attended = tf.concat(tf.split(attended, HEADS, axis=0), axis=2)
+    attended = tf.contrib.layers.layer_norm(inputs=attended + steps, begin_norm_axis=-1, begin_params_axis=-1)
     weights = tf.cast(tf.expand_dims(tf.sequence_mask(lengths, LONGEST), 2), tf.float32)
     pooled = tf.reduce_sum(attended * weights, axis=1) / tf.cast(tf.expand_dims(lengths, 1), tf.float32)
     net = tf.concat([pooled, tf.expand_dims(price / 10.0, 1)], axis=1)
@@ -99,7 +103,8 @@ def main(work_dir):
                 fetches={"probability": "probability:0"})
         labels = sorted(node.attr["_kernel"].s.decode() if "_kernel" in node.attr else ""
                         for node in sess.graph_def.node if node.op == "BatchMatMulV2")
-    print(json.dumps({"losses": losses, "served": [simple, frozen], "labels": labels}))
+        layer_kernels = sorted(node.op for node in sess.graph_def.node if node.op.startswith("Retf>Layer"))
+    print(json.dumps({"losses": losses, "served": [simple, frozen], "labels": labels, "layer_kernels": layer_kernels}))
 
 
 if __name__ == "__main__":

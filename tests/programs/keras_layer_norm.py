@@ -6,9 +6,10 @@ pooled vector, trained with Adam from op-seeded weights on one thread.
     python keras_layer_norm.py WORK_DIR
 
 TF 1.15's Keras computes tf.nn.moments and tf.nn.batch_normalization; TF 2.x's Keras runs FusedBatchNormV3 over
-the rows as the channels of one image, and the 1.x API's wheel builds TF 1.15's form (layer_norm_moments). A TensorFlow
-without the legacy Keras copy (2.11) runs tf.keras's layer in its place. Prints one JSON line: the losses, the
-variables, how many FusedBatchNorm and moments ops the graph has, and whether the legacy copy ran.
+the rows as the channels of one image, and the 1.x API's wheel builds TF 1.15's form (layer_norm_moments), in retf's
+kernels (layer_norm_kernels). A TensorFlow without the legacy Keras copy (2.11) runs tf.keras's layer in its place.
+Prints one JSON line: the losses, the variables, how many FusedBatchNorm, moments and retf's moments ops the graph has,
+and whether the legacy copy ran.
 """
 import json
 import sys
@@ -59,6 +60,7 @@ def main(work_dir):
         print(json.dumps({"losses": losses, "legacy_copy": LEGACY,
                           "variables": sorted(v.name for v in tf.trainable_variables()),
                           "fused_ops": sum(t.startswith("FusedBatchNorm") for t in types),
+                          "layer_kernels": types.count("Retf>LayerMoments"),
                           "moments": len({op.name.split("/moments/")[0] for op in graph.get_operations()
                                           if "/moments/" in op.name and "gradients" not in op.name})}))
 

@@ -100,6 +100,11 @@ FEATURES: tuple[Feature, ...] = (
             "Keras does, instead of TF 2.x's FusedBatchNormV3 (TensorFlow's own ops: TF 1.15's arithmetic, faster on "
             "CPU)",
             "Keras's LayerNormalization in TF 1.15's moments form", needs_ops=False),
+    Feature("layer_norm_kernels", "RETF_LAYER_NORM_KERNELS", ON_OFF, "0", "api",
+            "tf.nn.moments over a tensor's last axis and tf.nn.batch_normalization with those moments (so "
+            "tf.contrib.layers.layer_norm, BERT's layer_norm, and Keras's LayerNormalization in TF 1.15's form) run "
+            "retf's kernels, forward and gradient, a row at a time",
+            "layer normalization over the last axis in retf's kernels"),
     Feature("fast_decode_csv", "RETF_FAST_DECODE_CSV", ON_OFF, "0", "api",
             "DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel: TensorFlow's results, faster",
             "DecodeCSV in retf's kernel"),

@@ -12,8 +12,9 @@ ops' gradients with TensorFlow, once per process.
   route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul;
   route_pair_dense_products, a dense layer over such a concat of a repeated query by its pieces' linearity.
 - ``batch_matmul``: route_batch_matmul, retf's kernel for small batch products of tf.matmul.
-- ``moments``: moments and batch_normalize (a matrix's batch normalization), and route_batch_moments into
-  tf.nn.moments and tf.nn.batch_normalization.
+- ``moments``: moments and batch_normalize (a matrix's batch normalization), layer_moments and layer_normalize (a
+  layer normalization of a matrix's rows), and route_batch_moments and route_layer_moments into tf.nn.moments and
+  tf.nn.batch_normalization.
 - ``gru``: gru_recurrence, and route_dynamic_rnn into tf.nn.dynamic_rnn's loop over a GRUCell.
 - ``decode_csv``: use_fast_decode_csv, retf's kernel for TensorFlow's DecodeCSV.
 - ``allocator``: use_large_block_allocator, retf's CPU allocator for TensorFlow.
@@ -38,7 +39,14 @@ from retf.ops.matmul import (
     routed_matmul_gradient,
     transposed_matmul,
 )
-from retf.ops.moments import batch_normalize, moments, route_batch_moments
+from retf.ops.moments import (
+    batch_normalize,
+    layer_moments,
+    layer_normalize,
+    moments,
+    route_batch_moments,
+    route_layer_moments,
+)
 from retf.ops.pair_concat import (
     PAIR_CONCAT_GRAD,
     PAIR_DENSE_INPUT_GRAD,
@@ -71,6 +79,8 @@ __all__ = [
     "embedding_lookup_sparse_grad",
     "gru_recurrence",
     "labels_for_retf",
+    "layer_moments",
+    "layer_normalize",
     "moments",
     "pair_concat_grad",
     "pair_dense_input_grad",
@@ -78,6 +88,7 @@ __all__ = [
     "route_batch_matmul",
     "route_batch_moments",
     "route_dynamic_rnn",
+    "route_layer_moments",
     "route_pair_concat_gradients",
     "route_pair_dense_products",
     "route_weight_gradients",

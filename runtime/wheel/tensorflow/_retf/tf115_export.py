@@ -7,7 +7,7 @@ In 1.x API mode the bootstrap routes every export through here:
 
 - each node is written in TF 1.15's form where the meaning is the same: ParseExampleV2 without ragged
   features as ParseExample, attributes TF 1.15 does not know dropped where they hold their default, retf's
-  forward ops (a GRU's loop, a batch normalization's moments and normalization) as TF 1.15's own;
+  forward ops (a GRU's loop, a batch or layer normalization's moments and normalization) as TF 1.15's own;
 - a SavedModel leaves out the nodes TF 1.15 cannot run that nothing it serves needs: the training ops of a
   graph saved whole (tf.saved_model.simple_save after training, with retf's fused optimizers or gradients);
 - what a SavedModel or a frozen graph still holds that TF 1.15 cannot read is said once (a RuntimeWarning per
@@ -44,6 +44,8 @@ _RETF_SWITCHES = (
     ("Retf>GRURecurrence", "build the graph with RETF_FUSED_GRU=0"),
     ("Retf>Moments", "build the graph with RETF_BATCH_MOMENTS=0"),
     ("Retf>BatchNormalize", "build the graph with RETF_BATCH_MOMENTS=0"),
+    ("Retf>LayerMoments", "build the graph with RETF_LAYER_NORM_KERNELS=0"),
+    ("Retf>LayerNormalize", "build the graph with RETF_LAYER_NORM_KERNELS=0"),
 )
 # The kernel label of retf's kernels for TensorFlow's own ops (BatchMatMulV2 under small_batch_matmul, DecodeCSV under a
 # graph's own label map): the nodes are TensorFlow's, which TF 1.15 runs on its kernels once the label is gone.
@@ -431,12 +433,83 @@ def _batch_normalize_ops(node, scope):
     return True
 
 
+def _expand_rows(scope, node, base, vector):
+    """ExpandDims(vector, 1): a vector of one value per row as a column that broadcasts over the row; its output."""
+    from tensorflow.core.framework import types_pb2
+    axis = scope.add_constant(base + "/axis", 1, types_pb2.DT_INT32, node.device)
+    column = scope.add(base, "ExpandDims", [vector, axis], node.device)
+    column.attr["T"].type, column.attr["Tdim"].type = node.attr["T"].type, types_pb2.DT_INT32
+    return scope.output(column)
+
+
+def _layer_moments_ops(node, scope):
+    """Retf>LayerMoments (layer_norm_kernels) as tf.nn.moments(x, [-1]) builds it from TF 1.15's ops: the rows' Mean
+    (kept as a column), and the Mean of the SquaredDifference from it. The node becomes an IdentityN of the mean,
+    squeezed, and the variance, so its readers keep their inputs. True if done (not inside a function)."""
+    from tensorflow.core.framework import types_pb2
+    data = [i for i in node.input if not i.startswith("^")]
+    if scope.in_function or len(data) != 1 or "T" not in node.attr:
+        return False
+    columns = scope.add_constant(node.name + "/columns", 1, types_pb2.DT_INT32, node.device)
+
+    def row_mean(what, source, keep):
+        mean = scope.add(node.name + "/" + what, "Mean", [source, columns], node.device)
+        mean.attr["T"].type, mean.attr["Tidx"].type = node.attr["T"].type, types_pb2.DT_INT32
+        mean.attr["keep_dims"].b = keep
+        return scope.output(mean)
+
+    kept = row_mean("mean", data[0], True)
+    squared = _typed(scope, node.name + "/squared_difference", "SquaredDifference", [data[0], kept], node)
+    squeezed = scope.add(node.name + "/Squeeze", "Squeeze", [kept], node.device)
+    squeezed.attr["T"].type = node.attr["T"].type
+    squeezed.attr["squeeze_dims"].list.i.extend([1])
+    means = [scope.output(squeezed), row_mean("variance", squared, False)]
+    dtype = node.attr["T"].type
+    control = [i for i in node.input if i.startswith("^")]
+    node.op = "IdentityN"
+    del node.input[:]
+    node.input.extend(means + control)
+    node.attr.clear()
+    node.attr["T"].list.type.extend([dtype, dtype])
+    return True
+
+
+def _layer_normalize_ops(node, scope):
+    """Retf>LayerNormalize (layer_norm_kernels) as tf.nn.batch_normalization builds it from TF 1.15's ops, the rows'
+    mean and variance as columns: inv = Rsqrt(variance + epsilon) * scale, then x * inv + (offset - mean * inv). The
+    node becomes the last Add. True if done (not inside a function)."""
+    data = [i for i in node.input if not i.startswith("^")]
+    if scope.in_function or len(data) != 5 or "T" not in node.attr or "epsilon" not in node.attr:
+        return False
+    x, mean, variance, offset, scale = data
+    name = node.name + "/batchnorm"
+    epsilon = scope.add_constant(name + "/epsilon", node.attr["epsilon"].f, node.attr["T"].type, node.device)
+    shifted = _typed(scope, name + "/add", "Add", [variance, epsilon], node)
+    root = _expand_rows(scope, node, name + "/root", _typed(scope, name + "/Rsqrt", "Rsqrt", [shifted], node))
+    inv = _typed(scope, name + "/mul", "Mul", [root, scale], node)
+    scaled = _typed(scope, name + "/mul_1", "Mul", [x, inv], node)
+    moved = _typed(scope, name + "/mul_2", "Mul", [_expand_rows(scope, node, name + "/mean", mean), inv], node)
+    shift = _typed(scope, name + "/sub", "Sub", [offset, moved], node)
+    dtype = node.attr["T"].type
+    control = [i for i in node.input if i.startswith("^")]
+    node.op = "Add"
+    del node.input[:]
+    node.input.extend([scaled, shift] + control)
+    node.attr.clear()
+    node.attr["T"].type = dtype
+    return True
+
+
 _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: parse with tf.io.FixedLenFeature "
                               "and VarLenFeature only",
             "Retf>Moments": "in a function's body, whose readers name its outputs by argument; build the graph with "
                             "RETF_BATCH_MOMENTS=0",
             "Retf>BatchNormalize": "in a function's body, whose readers name its output by argument; build the graph "
                                    "with RETF_BATCH_MOMENTS=0",
+            "Retf>LayerMoments": "in a function's body, whose readers name its outputs by argument; build the graph "
+                                 "with RETF_LAYER_NORM_KERNELS=0",
+            "Retf>LayerNormalize": "in a function's body, whose readers name its output by argument; build the graph "
+                                   "with RETF_LAYER_NORM_KERNELS=0",
             "Retf>GRURecurrence": "its gradient is in the graph; a SavedModel leaves the gradient out and a frozen graph "
                                   "has none, and those hold TF 1.15's loop in its place; or build the graph with "
                                   "RETF_FUSED_GRU=0"}
@@ -446,7 +519,8 @@ _SEGMENT_OPS = ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN", "
 # TF 1.15's form of a node, by op: True if the node now has it, False if this one cannot.
 _REWRITES = dict([("ParseExampleV2", _parse_example_v1), ("SparseSegmentSumGrad", _sparse_segment_sum_grad),
                   ("Retf>GRURecurrence", _gru_recurrence_loop), ("Retf>Moments", _moments_ops),
-                  ("Retf>BatchNormalize", _batch_normalize_ops)]
+                  ("Retf>BatchNormalize", _batch_normalize_ops), ("Retf>LayerMoments", _layer_moments_ops),
+                  ("Retf>LayerNormalize", _layer_normalize_ops)]
                  + [(op, _segment_ids_int32) for op in _SEGMENT_OPS])
 
 

@@ -281,6 +281,14 @@ def expose_v1_api(namespace, config):
                               "which this build does not ship ([ops] build = false in its recipe): %s; set "
                               "RETF_BATCH_MOMENTS=0" % error) from error
         ops.route_batch_moments()
+    if switches.switch(config, "layer_norm_kernels") == "1":
+        try:
+            from retf import ops
+        except ImportError as error:
+            raise ImportError("tf.nn.moments and tf.nn.batch_normalization: retf's layer normalization kernels need "
+                              "the retf op library, which this build does not ship ([ops] build = false in its "
+                              "recipe): %s; set RETF_LAYER_NORM_KERNELS=0" % error) from error
+        ops.route_layer_moments()
     if switches.switch(config, "layer_norm_moments") == "1":
         keras_bridge.layer_norm_in_moments(keras)
     if switches.switch(config, "fast_decode_csv") == "1":
