@@ -648,22 +648,26 @@ tf.keras.layers.BatchNormalization()(x, training=True)
 BatchNormalization()(x, training=True)
 tf.nn.batch_normalization(x, *tf.nn.moments(x, [0]), offset=tf.zeros([8]), scale=tf.ones([8]), variance_epsilon=1e-3)
 tf.layers.batch_normalization(tf.placeholder(tf.float32, [None, 4, 4, 8]), training=True)  # an image: fused
-tf.nn.moments(x, [1])  # over the columns
+tf.nn.moments(x, [1])  # over the columns: a layer normalization's
 types = collections.Counter(op.type for op in tf.get_default_graph().get_operations())
-print(json.dumps({key: types[key] for key in ("Retf>Moments", "Retf>BatchNormalize", "FusedBatchNormV3", "Mean")}))
+print(json.dumps({key: types[key] for key in ("Retf>Moments", "Retf>BatchNormalize", "FusedBatchNormV3", "Mean",
+                                              "Retf>LayerMoments")}))
 """
 
 
 def test_a_dense_layers_batch_normalization_runs_retfs_kernels_in_every_api_unless_switched_off(v1_venv):
     """tf.layers', both Keras copies' and tf.nn's batch normalization of a matrix build retf's moments and
-    normalization (batch_moments); an image keeps FusedBatchNormV3 and moments over the columns TensorFlow's means.
-    RETF_BATCH_MOMENTS=0 and RETF_OPS=0 give TensorFlow's ops everywhere."""
+    normalization (batch_moments); an image keeps FusedBatchNormV3, and moments over the columns are a layer
+    normalization's (layer_norm_kernels). RETF_BATCH_MOMENTS=0 gives TensorFlow's ops to the batch normalizations,
+    RETF_OPS=0 everywhere."""
     recipe = RECIPES / "emulated-py36-tf1api.toml"
     routed, switched_off, no_ops = run_in_each(recipe, v1_venv, BATCH_NORM_FORMS, {}, {"RETF_BATCH_MOMENTS": "0"},
                                                {"RETF_OPS": "0"})
-    assert routed == {"Retf>Moments": 4, "Retf>BatchNormalize": 4, "FusedBatchNormV3": 1, "Mean": 2}, routed
-    stock = {"Retf>Moments": 0, "Retf>BatchNormalize": 0, "FusedBatchNormV3": 1, "Mean": 10}
-    assert switched_off == no_ops == stock, (switched_off, no_ops)
+    assert routed == {"Retf>Moments": 4, "Retf>BatchNormalize": 4, "FusedBatchNormV3": 1, "Mean": 0,
+                      "Retf>LayerMoments": 1}, routed
+    stock = {"Retf>Moments": 0, "Retf>BatchNormalize": 0, "FusedBatchNormV3": 1, "Mean": 8}
+    assert switched_off == dict(stock, **{"Retf>LayerMoments": 1}), switched_off
+    assert no_ops == dict(stock, **{"Mean": 10, "Retf>LayerMoments": 0}), no_ops
 
 
 FUSED_LOOKUP_EXPORT = """
