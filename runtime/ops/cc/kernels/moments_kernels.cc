@@ -358,19 +358,11 @@ class LayerNormalizeGradOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& y_grad = ctx->input(0);
     const Tensor& x = ctx->input(1);
-    OP_REQUIRES(ctx, TensorShapeUtils::IsMatrix(x.shape()),
-                errors::InvalidArgument("x must be a matrix [rows, columns], got shape ", x.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckRowVectors(ctx, x, 2, 2, 1));
     OP_REQUIRES(ctx, y_grad.shape() == x.shape(),
                 errors::InvalidArgument("y_grad and x must have one shape, got ", y_grad.shape().DebugString(),
                                         " and ", x.shape().DebugString()));
     const int64_t rows = x.dim_size(0), n = x.dim_size(1);
-    for (int i = 2; i < 5; ++i) {
-      const Tensor& v = ctx->input(i);
-      const int64_t size = i < 4 ? rows : n;
-      OP_REQUIRES(ctx, TensorShapeUtils::IsVector(v.shape()) && v.dim_size(0) == size,
-                  errors::InvalidArgument("input ", i, " must be a vector of x's ", size, i < 4 ? " rows" : " columns",
-                                          ", got shape ", v.shape().DebugString()));
-    }
     Tensor* outputs[5] = {nullptr};
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &outputs[0]));
     for (int i = 1; i < 5; ++i) {
@@ -422,17 +414,17 @@ class LayerNormalizeGradOp : public OpKernel {
 };
 
 #define RETF_REGISTER_KERNELS(T)                                                                                      \
-  REGISTER_KERNEL_BUILDER(Name("Retf>Moments").Device(DEVICE_CPU).TypeConstraint<T>("T"), MomentsOp<T>);             \
-  REGISTER_KERNEL_BUILDER(Name("Retf>MomentsGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), MomentsGradOp<T>);     \
+  REGISTER_KERNEL_BUILDER(Name("Retf>Moments").Device(DEVICE_CPU).TypeConstraint<T>("T"), MomentsOp<T>);               \
+  REGISTER_KERNEL_BUILDER(Name("Retf>MomentsGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), MomentsGradOp<T>);       \
   REGISTER_KERNEL_BUILDER(Name("Retf>BatchNormalize").Device(DEVICE_CPU).TypeConstraint<T>("T"), BatchNormalizeOp<T>); \
-  REGISTER_KERNEL_BUILDER(Name("Retf>BatchNormalizeGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),                  \
-                          BatchNormalizeGradOp<T>);                                                           \
-  REGISTER_KERNEL_BUILDER(Name("Retf>LayerMoments").Device(DEVICE_CPU).TypeConstraint<T>("T"), LayerMomentsOp<T>);   \
-  REGISTER_KERNEL_BUILDER(Name("Retf>LayerMomentsGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),                    \
-                          LayerMomentsGradOp<T>);                                                             \
-  REGISTER_KERNEL_BUILDER(Name("Retf>LayerNormalize").Device(DEVICE_CPU).TypeConstraint<T>("T"),                      \
-                          LayerNormalizeOp<T>);                                                               \
-  REGISTER_KERNEL_BUILDER(Name("Retf>LayerNormalizeGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),                  \
+  REGISTER_KERNEL_BUILDER(Name("Retf>BatchNormalizeGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),                   \
+                          BatchNormalizeGradOp<T>);                                                                    \
+  REGISTER_KERNEL_BUILDER(Name("Retf>LayerMoments").Device(DEVICE_CPU).TypeConstraint<T>("T"), LayerMomentsOp<T>);     \
+  REGISTER_KERNEL_BUILDER(Name("Retf>LayerMomentsGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),                     \
+                          LayerMomentsGradOp<T>);                                                                      \
+  REGISTER_KERNEL_BUILDER(Name("Retf>LayerNormalize").Device(DEVICE_CPU).TypeConstraint<T>("T"),                       \
+                          LayerNormalizeOp<T>);                                                                        \
+  REGISTER_KERNEL_BUILDER(Name("Retf>LayerNormalizeGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),                   \
                           LayerNormalizeGradOp<T>);
 
 RETF_REGISTER_KERNELS(float);

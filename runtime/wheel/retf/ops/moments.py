@@ -153,7 +153,8 @@ def _read(value):
 
 
 def _on_cpu(x, rank):
-    """Whether x is a float32 or float64 tensor whose rank rank(r) accepts, on a CPU (or unplaced)."""
+    """Whether x is a float32 or float64 tensor of a known rank that rank(x.shape.rank) accepts, on a CPU (or
+    unplaced)."""
     if not isinstance(x, tf.Tensor) or x.dtype not in FLOATS or x.shape.rank is None or not rank(x.shape.rank):
         return False
     return "GPU" not in getattr(x, "device", "").upper()
