@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import retf
 
-from .batch_moments import TOLERANCE
+from .batch_moments import TOLERANCE, loss_of
 from .common import FLOATS
 
 
@@ -35,13 +35,6 @@ def retfs(x, offset, scale, epsilon, weights):
         y = retf.ops.layer_normalize(x, mean, variance, offset, scale, epsilon)
         loss = loss_of(y, mean, variance, weights)
     return [t.numpy() for t in [mean, variance, y] + tape.gradient(loss, [x, offset, scale])]
-
-
-def loss_of(y, mean, variance, weights):
-    """A loss that reads every output, so every gradient path runs."""
-    y_weights, mean_weights, variance_weights = weights
-    return (tf.reduce_sum(y * y_weights) + tf.reduce_sum(mean * mean_weights)
-            + tf.reduce_sum(variance * variance_weights))
 
 
 class LayerMomentsTest(unittest.TestCase):

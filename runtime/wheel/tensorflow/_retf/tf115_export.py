@@ -378,6 +378,21 @@ def _typed(scope, base, op, inputs, node):
     return scope.output(added)
 
 
+def _become(node, op, inputs):
+    """node as an ``op`` of ``inputs`` (and its own control inputs), of its type T, under its own name, so its readers
+    keep their inputs: IdentityN, one output of each input, or an op of one output."""
+    dtype = node.attr["T"].type
+    control = [i for i in node.input if i.startswith("^")]
+    node.op = op
+    del node.input[:]
+    node.input.extend(list(inputs) + control)
+    node.attr.clear()
+    if op == "IdentityN":
+        node.attr["T"].list.type.extend([dtype] * len(inputs))
+    else:
+        node.attr["T"].type = dtype
+
+
 def _moments_ops(node, scope):
     """Retf>Moments (batch_moments) as tf.nn.moments(x, [0]) builds it from TF 1.15's ops: the columns' Mean, and the
     Mean of the SquaredDifference from it. The node becomes an IdentityN of the two, so its readers keep their
@@ -397,13 +412,7 @@ def _moments_ops(node, scope):
     mean = column_mean("mean", data[0])
     squared = _typed(scope, node.name + "/squared_difference", "SquaredDifference", [data[0], mean], node)
     means = [mean, column_mean("variance", squared)]
-    dtype = node.attr["T"].type
-    control = [i for i in node.input if i.startswith("^")]
-    node.op = "IdentityN"
-    del node.input[:]
-    node.input.extend(means + control)
-    node.attr.clear()
-    node.attr["T"].list.type.extend([dtype, dtype])
+    _become(node, "IdentityN", means)
     return True
 
 
@@ -423,13 +432,7 @@ def _batch_normalize_ops(node, scope):
     scaled = _typed(scope, name + "/mul_1", "Mul", [x, inv], node)
     moved = _typed(scope, name + "/mul_2", "Mul", [mean, inv], node)
     shift = _typed(scope, name + "/sub", "Sub", [offset, moved], node)
-    dtype = node.attr["T"].type
-    control = [i for i in node.input if i.startswith("^")]
-    node.op = "Add"
-    del node.input[:]
-    node.input.extend([scaled, shift] + control)
-    node.attr.clear()
-    node.attr["T"].type = dtype
+    _become(node, "Add", [scaled, shift])
     return True
 
 
@@ -464,13 +467,7 @@ def _layer_moments_ops(node, scope):
     squeezed.attr["T"].type = node.attr["T"].type
     squeezed.attr["squeeze_dims"].list.i.extend([1])
     means = [scope.output(squeezed), row_mean("variance", squared, False)]
-    dtype = node.attr["T"].type
-    control = [i for i in node.input if i.startswith("^")]
-    node.op = "IdentityN"
-    del node.input[:]
-    node.input.extend(means + control)
-    node.attr.clear()
-    node.attr["T"].list.type.extend([dtype, dtype])
+    _become(node, "IdentityN", means)
     return True
 
 
@@ -490,13 +487,7 @@ def _layer_normalize_ops(node, scope):
     scaled = _typed(scope, name + "/mul_1", "Mul", [x, inv], node)
     moved = _typed(scope, name + "/mul_2", "Mul", [_expand_rows(scope, node, name + "/mean", mean), inv], node)
     shift = _typed(scope, name + "/sub", "Sub", [offset, moved], node)
-    dtype = node.attr["T"].type
-    control = [i for i in node.input if i.startswith("^")]
-    node.op = "Add"
-    del node.input[:]
-    node.input.extend([scaled, shift] + control)
-    node.attr.clear()
-    node.attr["T"].type = dtype
+    _become(node, "Add", [scaled, shift])
     return True
 
 
