@@ -28,6 +28,8 @@ from timing import interleaved_medians  # noqa: E402  (bench/timing.py, beside t
 
 v1 = tf.compat.v1
 EPSILON = 1e-3  # tf.layers.batch_normalization's
+OFF = ("bench_batch_norm: batch_moments is off in this process (its recipe leaves it off, or RETF_BATCH_MOMENTS=0), so "
+       "there is nothing to compare; run it in a tf1api wheel's environment without RETF_BATCH_MOMENTS=0")
 
 # (what, the dense layer's output: batch x units); the layer normalizes each column over the batch
 SHAPES = [
@@ -56,8 +58,7 @@ def main():
     args = parser.parse_args()
     routed_moments, routed_normalization = v1.nn.moments, v1.nn.batch_normalization
     if getattr(routed_moments, "original", None) is None or getattr(routed_normalization, "original", None) is None:
-        sys.exit("bench_batch_norm: batch_moments is off in this process (its recipe leaves it off, or "
-                 "RETF_BATCH_MOMENTS=0), so there is nothing to compare; run it in a tf1api wheel's environment")
+        sys.exit(OFF)
     config = v1.ConfigProto(intra_op_parallelism_threads=args.threads)
     rng = np.random.RandomState(0)
     print("TensorFlow {} (API {}), intra-op threads {}; forward and gradients, median ms of {} calls each, the two "
@@ -72,7 +73,7 @@ def main():
             stock = forward_and_gradients(x, gamma, beta, routed_moments.original, routed_normalization.original)
             kinds = {op.type for op in tf.compat.v1.get_default_graph().get_operations()}
             if "Retf>Moments" not in kinds or "Retf>BatchNormalize" not in kinds:
-                sys.exit("bench_batch_norm: the routed functions built no retf ops for {}".format(list(shape)))
+                sys.exit(OFF)
             with v1.Session(config=config) as session:
                 session.run(v1.global_variables_initializer())
                 retf_time, stock_time = interleaved_medians([functools.partial(session.run, retf),
