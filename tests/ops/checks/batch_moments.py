@@ -39,6 +39,45 @@ def retfs(x, offset, scale, epsilon, weights):
     return [t.numpy() for t in [mean, variance, y] + tape.gradient(loss, [x, offset, scale])]
 
 
+def assert_outputs_agree(test, got, expected, dtype, where):
+    """Each of retf's outputs (mean, variance, y and the gradients of x, offset and scale) in dtype and the shape of
+    TensorFlow's, within TOLERANCE of it relative to its largest magnitude."""
+    for what, ours, theirs in zip(["mean", "variance", "y", "x's gradient", "offset's gradient", "scale's gradient"],
+                                  got, expected):
+        test.assertEqual(ours.dtype, dtype)
+        test.assertEqual(ours.shape, theirs.shape)
+        error = np.max(np.abs(ours.astype(np.float64) - theirs)) / (np.max(np.abs(theirs)) + 1e-30)
+        test.assertLessEqual(error, TOLERANCE[dtype], "{} {} {}".format(dtype.__name__, where, what))
+
+
+def penalty_gradient(moments_and_normalization, x, weights):
+    """The gradient of a gradient penalty through a normalization: of the squared gradient of x of a loss over the
+    normalized output and the moments, ``moments_and_normalization`` the functions (x) -> (mean, variance) and
+    (x, mean, variance) -> y."""
+    moments, normalization = moments_and_normalization
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            mean, variance = moments(x)
+            y = normalization(x, mean, variance)
+            loss = tf.reduce_sum(tf.square(y) * weights) + tf.reduce_sum(mean * variance)
+        penalty = tf.reduce_sum(tf.square(inner.gradient(loss, x)))
+    return outer.gradient(penalty, x)
+
+
+def assert_second_order_agrees(ours, theirs, x_value, weights):
+    """penalty_gradient of retf's functions and of TensorFlow's, eagerly and in a graph, within 1e-9."""
+    eager = [penalty_gradient(form, tf.constant(x_value), weights).numpy() for form in (ours, theirs)]
+    with tf.Graph().as_default():
+        x = tf.constant(x_value)
+        graph = [penalty_gradient(form, x, weights) for form in (ours, theirs)]
+        with tf.compat.v1.Session() as session:
+            graph = session.run(graph)
+    for got, expected in (eager, graph):
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
 def loss_of(y, mean, variance, weights):
     """A loss that reads every output, so every gradient path runs (the moments' too, as a moving average would not)."""
     y_weights, mean_weights, variance_weights = weights
@@ -59,15 +98,8 @@ class BatchMomentsTest(unittest.TestCase):
                 scale = (rng.rand(columns) + 0.5).astype(dtype)
                 weights = (rng.randn(rows, columns).astype(dtype), rng.randn(columns).astype(dtype),
                            rng.randn(columns).astype(dtype))
-                got = retfs(x, offset, scale, 1e-3, weights)
-                expected = tensorflows(x, offset, scale, 1e-3, weights)
-                for what, ours, theirs in zip(["mean", "variance", "y", "x's gradient", "offset's gradient",
-                                               "scale's gradient"], got, expected):
-                    self.assertEqual(ours.dtype, dtype)
-                    self.assertEqual(ours.shape, theirs.shape)
-                    error = np.max(np.abs(ours.astype(np.float64) - theirs)) / (np.max(np.abs(theirs)) + 1e-30)
-                    self.assertLessEqual(error, TOLERANCE[dtype], "{} {} {}".format(dtype.__name__, (rows, columns),
-                                                                                    what))
+                assert_outputs_agree(self, retfs(x, offset, scale, 1e-3, weights),
+                                     tensorflows(x, offset, scale, 1e-3, weights), dtype, (rows, columns))
 
     def test_variance_is_the_mean_squared_difference_in_double(self):
         """A column far from zero: a one-pass sum of squares would lose the variance; the two passes keep it."""
@@ -85,31 +117,12 @@ class BatchMomentsTest(unittest.TestCase):
         x_value = (rng.randn(50, 7) * 2 + 1).astype(np.float64)
         offset, scale = rng.randn(7), rng.rand(7) + 0.5
         weights = rng.randn(50, 7)
-
-        def penalty_gradient(normalize_moments, x):
-            with tf.GradientTape() as outer:
-                outer.watch(x)
-                with tf.GradientTape() as inner:
-                    inner.watch(x)
-                    mean, variance = normalize_moments[0](x)
-                    y = normalize_moments[1](x, mean, variance)
-                    loss = tf.reduce_sum(tf.square(y) * weights) + tf.reduce_sum(mean * variance)
-                penalty = tf.reduce_sum(tf.square(inner.gradient(loss, x)))
-            return outer.gradient(penalty, x)
-
         ours = (retf.ops.moments,
                 lambda x, m, v: retf.ops.batch_normalize(x, m, v, tf.constant(offset), tf.constant(scale), 1e-3))
         theirs = (lambda x: (tf.reduce_mean(x, 0),
                              tf.reduce_mean(tf.math.squared_difference(x, tf.stop_gradient(tf.reduce_mean(x, 0))), 0)),
                   lambda x, m, v: x * (tf.math.rsqrt(v + 1e-3) * scale) + (offset - m * tf.math.rsqrt(v + 1e-3) * scale))
-        eager = [penalty_gradient(form, tf.constant(x_value)).numpy() for form in (ours, theirs)]
-        with tf.Graph().as_default():
-            x = tf.constant(x_value)
-            graph = [penalty_gradient(form, x) for form in (ours, theirs)]
-            with tf.compat.v1.Session() as session:
-                graph = session.run(graph)
-        for got, expected in (eager, graph):
-            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+        assert_second_order_agrees(ours, theirs, x_value, weights)
 
     def test_shapes_are_checked(self):
         with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import retf
 
-from .batch_moments import TOLERANCE, loss_of
+from .batch_moments import assert_outputs_agree, assert_second_order_agrees, loss_of
 from .common import FLOATS
 
 
@@ -50,15 +50,8 @@ class LayerMomentsTest(unittest.TestCase):
                 scale = (rng.rand(columns) + 0.5).astype(dtype)
                 weights = (rng.randn(rows, columns).astype(dtype), rng.randn(rows).astype(dtype),
                            rng.randn(rows).astype(dtype))
-                got = retfs(x, offset, scale, 1e-3, weights)
-                expected = tensorflows(x, offset, scale, 1e-3, weights)
-                for what, ours, theirs in zip(["mean", "variance", "y", "x's gradient", "offset's gradient",
-                                               "scale's gradient"], got, expected):
-                    self.assertEqual(ours.dtype, dtype)
-                    self.assertEqual(ours.shape, theirs.shape)
-                    error = np.max(np.abs(ours.astype(np.float64) - theirs)) / (np.max(np.abs(theirs)) + 1e-30)
-                    self.assertLessEqual(error, TOLERANCE[dtype], "{} {} {}".format(dtype.__name__, (rows, columns),
-                                                                                    what))
+                assert_outputs_agree(self, retfs(x, offset, scale, 1e-3, weights),
+                                     tensorflows(x, offset, scale, 1e-3, weights), dtype, (rows, columns))
 
     def test_variance_is_the_mean_squared_difference_in_double(self):
         """A row far from zero: a one-pass sum of squares would lose the variance; the two passes keep it."""
@@ -75,17 +68,6 @@ class LayerMomentsTest(unittest.TestCase):
         offset, scale = rng.randn(50), rng.rand(50) + 0.5
         weights = rng.randn(9, 50)
 
-        def penalty_gradient(normalize_moments, x):
-            with tf.GradientTape() as outer:
-                outer.watch(x)
-                with tf.GradientTape() as inner:
-                    inner.watch(x)
-                    mean, variance = normalize_moments[0](x)
-                    y = normalize_moments[1](x, mean, variance)
-                    loss = tf.reduce_sum(tf.square(y) * weights) + tf.reduce_sum(mean * variance)
-                penalty = tf.reduce_sum(tf.square(inner.gradient(loss, x)))
-            return outer.gradient(penalty, x)
-
         def tensorflows_moments(x):
             mean = tf.reduce_mean(x, 1)
             return mean, tf.reduce_mean(tf.math.squared_difference(x, tf.stop_gradient(mean)[:, None]), 1)
@@ -96,15 +78,7 @@ class LayerMomentsTest(unittest.TestCase):
 
         ours = (retf.ops.layer_moments,
                 lambda x, m, v: retf.ops.layer_normalize(x, m, v, tf.constant(offset), tf.constant(scale), 1e-3))
-        theirs = (tensorflows_moments, tensorflows_normalization)
-        eager = [penalty_gradient(form, tf.constant(x_value)).numpy() for form in (ours, theirs)]
-        with tf.Graph().as_default():
-            x = tf.constant(x_value)
-            graph = [penalty_gradient(form, x) for form in (ours, theirs)]
-            with tf.compat.v1.Session() as session:
-                graph = session.run(graph)
-        for got, expected in (eager, graph):
-            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+        assert_second_order_agrees(ours, (tensorflows_moments, tensorflows_normalization), x_value, weights)
 
     def test_shapes_are_checked(self):
         with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):

@@ -416,26 +416,6 @@ def _moments_ops(node, scope):
     return True
 
 
-def _batch_normalize_ops(node, scope):
-    """Retf>BatchNormalize (batch_moments) as tf.nn.batch_normalization builds it from TF 1.15's ops: inv =
-    Rsqrt(variance + epsilon) * scale, then x * inv + (offset - mean * inv). The node becomes the last Add. True if
-    done (not inside a function, whose readers name the output by argument)."""
-    data = [i for i in node.input if not i.startswith("^")]
-    if scope.in_function or len(data) != 5 or "T" not in node.attr or "epsilon" not in node.attr:
-        return False
-    x, mean, variance, offset, scale = data
-    name = node.name + "/batchnorm"
-    epsilon = scope.add_constant(name + "/epsilon", node.attr["epsilon"].f, node.attr["T"].type, node.device)
-    shifted = _typed(scope, name + "/add", "Add", [variance, epsilon], node)
-    root = _typed(scope, name + "/Rsqrt", "Rsqrt", [shifted], node)
-    inv = _typed(scope, name + "/mul", "Mul", [root, scale], node)
-    scaled = _typed(scope, name + "/mul_1", "Mul", [x, inv], node)
-    moved = _typed(scope, name + "/mul_2", "Mul", [mean, inv], node)
-    shift = _typed(scope, name + "/sub", "Sub", [offset, moved], node)
-    _become(node, "Add", [scaled, shift])
-    return True
-
-
 def _expand_rows(scope, node, base, vector):
     """ExpandDims(vector, 1): a vector of one value per row as a column that broadcasts over the row; its output."""
     from tensorflow.core.framework import types_pb2
@@ -471,10 +451,11 @@ def _layer_moments_ops(node, scope):
     return True
 
 
-def _layer_normalize_ops(node, scope):
-    """Retf>LayerNormalize (layer_norm_kernels) as tf.nn.batch_normalization builds it from TF 1.15's ops, the rows'
-    mean and variance as columns: inv = Rsqrt(variance + epsilon) * scale, then x * inv + (offset - mean * inv). The
-    node becomes the last Add. True if done (not inside a function)."""
+def _normalize_ops(node, scope, per_row):
+    """Retf>BatchNormalize (batch_moments) or, per_row, Retf>LayerNormalize (layer_norm_kernels) as
+    tf.nn.batch_normalization builds it from TF 1.15's ops: inv = Rsqrt(variance + epsilon) * scale, then x * inv +
+    (offset - mean * inv), a layer's mean and root as columns. The node becomes the last Add. True if done (not inside
+    a function, whose readers name the output by argument)."""
     data = [i for i in node.input if not i.startswith("^")]
     if scope.in_function or len(data) != 5 or "T" not in node.attr or "epsilon" not in node.attr:
         return False
@@ -482,10 +463,12 @@ def _layer_normalize_ops(node, scope):
     name = node.name + "/batchnorm"
     epsilon = scope.add_constant(name + "/epsilon", node.attr["epsilon"].f, node.attr["T"].type, node.device)
     shifted = _typed(scope, name + "/add", "Add", [variance, epsilon], node)
-    root = _expand_rows(scope, node, name + "/root", _typed(scope, name + "/Rsqrt", "Rsqrt", [shifted], node))
+    root = _typed(scope, name + "/Rsqrt", "Rsqrt", [shifted], node)
+    if per_row:
+        root, mean = _expand_rows(scope, node, name + "/root", root), _expand_rows(scope, node, name + "/mean", mean)
     inv = _typed(scope, name + "/mul", "Mul", [root, scale], node)
     scaled = _typed(scope, name + "/mul_1", "Mul", [x, inv], node)
-    moved = _typed(scope, name + "/mul_2", "Mul", [_expand_rows(scope, node, name + "/mean", mean), inv], node)
+    moved = _typed(scope, name + "/mul_2", "Mul", [mean, inv], node)
     shift = _typed(scope, name + "/sub", "Sub", [offset, moved], node)
     _become(node, "Add", [scaled, shift])
     return True
@@ -510,8 +493,9 @@ _SEGMENT_OPS = ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN", "
 # TF 1.15's form of a node, by op: True if the node now has it, False if this one cannot.
 _REWRITES = dict([("ParseExampleV2", _parse_example_v1), ("SparseSegmentSumGrad", _sparse_segment_sum_grad),
                   ("Retf>GRURecurrence", _gru_recurrence_loop), ("Retf>Moments", _moments_ops),
-                  ("Retf>BatchNormalize", _batch_normalize_ops), ("Retf>LayerMoments", _layer_moments_ops),
-                  ("Retf>LayerNormalize", _layer_normalize_ops)]
+                  ("Retf>BatchNormalize", lambda node, scope: _normalize_ops(node, scope, False)),
+                  ("Retf>LayerMoments", _layer_moments_ops),
+                  ("Retf>LayerNormalize", lambda node, scope: _normalize_ops(node, scope, True))]
                  + [(op, _segment_ids_int32) for op in _SEGMENT_OPS])
 
 
