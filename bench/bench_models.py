@@ -55,6 +55,8 @@ optimizer on three sides (--sides):
                       kept in the heap
   wheel, heap kept after saves (--sides ...,keepheap): RETF_HEAP_TRIM=0, the heap left as TensorFlow 2.x's
                       checkpoint writes leave it (by default the wheel returns its free pages while and after a save runs)
+  wheel, load pages kept (--sides ...,keeppages): RETF_PAGE_TRIM=0, TensorFlow's native libraries keep resident
+                      what their loading read (by default the wheel gives their read-only pages back once loaded)
 Every row also gives the CPU time per step (all of the process's threads).
 Each repetition runs every side once per (model, optimizer), with its own seed (--seed, +1 a repetition),
 the sides' order rotating from one repetition to the next, so a slow spell of this shared machine hits
@@ -148,7 +150,7 @@ def prepare_wheel(work):
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
          "cat", "nocat", "pdl", "nopdl", "gru", "nogru", "bmm", "nobmm", "lnm", "nolnm", "split", "nosplit", "xla115", "xla", "jit115", "jit",
-         "ev", "mmap", "keepheap", "onednn", "bnm", "nobnm", "lnk", "nolnk")
+         "ev", "mmap", "keepheap", "keeppages", "onednn", "bnm", "nobnm", "lnk", "nolnk")
 # XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
 # the model's own ops (bench/models/common.py --xla-jit-scope)
 XLA_AUTO = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}
@@ -374,6 +376,7 @@ def main():
              "ev": Side("wheel, EmbeddingVariables", V1_RECIPE, venv, args=["--ev"]),
              "mmap": Side("wheel, malloc mmap 1 MiB", V1_RECIPE, venv, {"MALLOC_MMAP_THRESHOLD_": "1048576"}),
              "keepheap": Side("wheel, heap kept", V1_RECIPE, venv, {"RETF_HEAP_TRIM": "0"}),
+             "keeppages": Side("wheel, load pages kept", V1_RECIPE, venv, {"RETF_PAGE_TRIM": "0"}),
              "bnm": Side("wheel, retf batch norm", V1_RECIPE, venv, {"RETF_BATCH_MOMENTS": "1"}),
              "nobnm": Side("wheel, TF's batch norm", V1_RECIPE, venv, {"RETF_BATCH_MOMENTS": "0"}),
              "lnk": Side("wheel, retf layer norm", V1_RECIPE, venv, {"RETF_LAYER_NORM_KERNELS": "1"}),

@@ -358,6 +358,68 @@ def test_saver_save_returns_the_free_heap_while_and_after_it_saves(python36, ins
     assert json.loads(result.stdout) == ["ckpt", "save", "Saves variables.", wrapped]
 
 
+# A native library inside the package, loaded as TensorFlow's pywrap_tensorflow loads its own: its resident
+# kilobytes at load, read from /proc/self/smaps.
+PYWRAP = '''import ctypes, os
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native.so")
+
+
+def resident():
+    kilobytes, ours = 0, False
+    for line in open("/proc/self/smaps"):
+        fields = line.split()
+        if "-" in fields[0] and not fields[0].endswith(":"):
+            ours = fields[-1] == os.path.realpath(PATH)
+        elif ours and fields[0] == "Rss:":
+            kilobytes += int(fields[1])
+    return kilobytes
+
+
+LIB = ctypes.CDLL(PATH)
+AT_LOAD = resident()
+'''
+
+
+@pytest.mark.parametrize("environ, released", [({}, True), ({"RETF_PAGE_TRIM": "0"}, False)])
+def test_a_native_librarys_clean_pages_are_given_back_once_it_has_loaded(python36, install, environ, released):
+    site, env = install()
+    python = site / "tensorflow" / "python"
+    python.mkdir()
+    (python / "__init__.py").write_text("")
+    (python / "pywrap_tensorflow.py").write_text(PYWRAP)
+    shutil.copy(Path("/lib/x86_64-linux-gnu/libz.so.1").resolve(), python / "_native.so")
+    code = ("import ctypes, json, tensorflow; from tensorflow.python import pywrap_tensorflow as p; "
+            "after = p.resident(); p.LIB.zlibVersion.restype = ctypes.c_char_p; "
+            "print(json.dumps([p.AT_LOAD, after, p.LIB.zlibVersion().decode(), p.resident()]))")
+    result = run(python36, site, env, code, **environ)
+    assert result.returncode == 0, result.stderr
+    at_load, after_import, version, after_a_call = json.loads(result.stdout)
+    assert at_load > 0 and version.startswith("1.")
+    if released:  # what the relocations wrote stays; the file's own pages come back as they are used
+        assert after_import < at_load and after_import <= after_a_call, (at_load, after_import, after_a_call)
+    else:
+        assert after_import == at_load
+
+
+def test_only_read_only_mappings_holding_no_page_of_their_own_are_given_back(python36, tmp_path):
+    smaps = tmp_path / "smaps"
+    mapping = "{} {} 00000000 08:01 1 {}\nRss: 64 kB\nAnonymous: {} kB\n"
+    smaps.write_text("".join([
+        mapping.format("1000-2000", "r-xp", "/site/tensorflow/python/_lib.so", 0),  # given back
+        mapping.format("2000-3000", "r--p", "/site/tensorflow/python/_lib.so", 4),  # relocated data
+        mapping.format("3000-4000", "rw-p", "/site/tensorflow/python/_lib.so", 0),  # writable
+        mapping.format("4000-5000", "r--p", "/site/tensorflow/libtensorflow_framework.so.2", 0),  # given back
+        mapping.format("5000-6000", "r-xs", "/site/tensorflow/python/_shared.so", 0),  # shared
+        mapping.format("6000-7000", "r-xp", "/site/numpy/core/_multiarray.so", 0),  # not TensorFlow's
+        mapping.format("7000-8000", "r--p", "/site/tensorflow/python/data.bin", 0),  # not a library
+        "8000-9000 rw-p 00000000 00:00 0\nRss: 4 kB\nAnonymous: 4 kB\n"]))
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from tensorflow._retf import pages; "
+            "print(json.dumps(pages.clean_library_mappings('/site/tensorflow/', sys.argv[2])))")
+    result = subprocess.run([str(python36), "-c", code, str(SHIPPED), str(smaps)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [[0x1000, 0x2000], [0x4000, 0x5000]]
+
+
 def test_debug_logs_each_decision_with_its_time(python36, install):
     site, env = install(libstdcxx="tensorflow.libs/libstdc++.so.6", glibcxx_needed=[3, 4, 99], **DEPS)
     result = run(python36, site, env, "import tensorflow", RETF_BOOTSTRAP_DEBUG="1")

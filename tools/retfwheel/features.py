@@ -158,6 +158,9 @@ VARIABLES: tuple[Variable, ...] = (
              "TensorFlow 2.x's form instead of TF 1.15's"),
     Variable("RETF_HEAP_TRIM", "0", "the wheel", "0: leave the heap as TensorFlow's checkpoint saves leave it (by "
              "default the heap's free pages go back to the system while and after a tf.compat.v1.train.Saver.save runs)"),
+    Variable("RETF_PAGE_TRIM", "0", "the wheel", "0: keep resident the pages of TensorFlow's native libraries that "
+             "only their loading read (by default the read-only ones go back to the page cache once the library has "
+             "loaded, and come back on first use)"),
     Variable("RETF_SPLIT_DENSE_ADAM", "0 or 1", "the wheel (retf.train)", "1: fused sparse Adam decays the rows a "
              "gradient does not name in an op of their own, early in the step"),
     Variable("RETF_TRANSPOSED_MATMUL_ISA", "avx512, fma, avx or plain", "the wheel (the op library)",

@@ -10,6 +10,7 @@ explains exactly why it cannot. One module per job:
 - versions: PEP 440 versions and ranges, judged as pip judges them
 - imports: running code right after a module loads, and API modules (tf.lite) whose code runs on first use
 - heap: returning the free heap TensorFlow 2.x's checkpoint writes leave behind
+- pages: giving back the pages of TensorFlow's native libraries that only their loading read
 - tf1_libraries: explaining a library built for TensorFlow 1.x that fails to load
 - tf115_names: TF 1.15's private names that TF 1.x-era libraries use (standalone Keras 2.3, TensorBoard 1.15)
 - switches: the build's switches and the variables that override them; whether retf's ops run here
@@ -20,7 +21,8 @@ explains exactly why it cannot. One module per job:
 Environment variables: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 logs each decision and
 its time to stderr; RETF_RUNTIME_DEFAULTS=0 keeps the build's runtime defaults out of the environment;
 RETF_API=2 keeps the 2.x API in a 1.x API build; RETF_OPS=0 leaves the retf op library unregistered;
-RETF_HEAP_TRIM=0 leaves the heap as TensorFlow's checkpoint saves leave it.
+RETF_HEAP_TRIM=0 leaves the heap as TensorFlow's checkpoint saves leave it; RETF_PAGE_TRIM=0 leaves resident the
+pages of TensorFlow's native libraries that only their loading read.
 The switches and the variables that override them are not named here: the build declares them in
 its settings (retfwheel's features table, docs/reference.md), and switches.switch() reads them by key.
 """
@@ -66,7 +68,7 @@ def run(package_dir, config):
     if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
         return
     check_schema(config)
-    from . import heap, imports, routing, runtime, tf1_libraries, tf115_names
+    from . import heap, imports, pages, routing, runtime, tf1_libraries, tf115_names
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])
@@ -80,7 +82,8 @@ def run(package_dir, config):
         routing.prepare(os.path.realpath(os.path.join(site, config["deps"])), config, log)
     imports.after_import("tensorflow.python.framework.load_library", lambda module: tf1_libraries.explain(module, config))
     imports.after_import("tensorflow.python.framework.ops", tf115_names.tensor_like)
-    imports.after_import("tensorflow.python.pywrap_tensorflow", tf115_names.record_reader)
+    imports.after_import("tensorflow.python.pywrap_tensorflow", lambda module: (
+        tf115_names.record_reader(module), pages.release_loaded_libraries(package_dir)))
     imports.after_import("tensorflow.python.training.saver", heap.trim_while_saving)
     imports.on_first_use(ON_FIRST_USE, IMPORT_FIRST)
     log("bootstrap done")
