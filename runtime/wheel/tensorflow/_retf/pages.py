@@ -32,23 +32,25 @@ def release_loaded_libraries(package_dir):
 
 def clean_library_mappings(prefix, smaps="/proc/self/smaps"):
     """[(start, end)] of the private, read-only mappings of a shared library under ``prefix`` that hold no anonymous
-    page, from /proc/self/smaps (nothing where it cannot be read)."""
+    page, from /proc/self/smaps (nothing where it cannot be read). Only the mappings that name ``prefix`` are parsed:
+    the file has some 20 lines for each of the process's hundreds of mappings."""
     try:
         with open(smaps) as handle:
-            lines = handle.read().splitlines()
+            text = handle.read()
     except OSError:
         return []
-    found, current = [], None
-    for line in lines:
-        fields = line.split(None, 5)
-        if fields and "-" in fields[0] and not fields[0].endswith(":"):
-            current = None
-            if len(fields) == 6 and fields[5].startswith(prefix) and ".so" in fields[5] \
-                    and fields[1][1] == "-" and fields[1][3] == "p":
+    found, at = [], text.find(" " + prefix)
+    while at >= 0:
+        line_start = text.rfind("\n", 0, at) + 1
+        line_end = text.find("\n", at)
+        line_end = len(text) if line_end < 0 else line_end
+        fields = text[line_start:line_end].split(None, 5)
+        anonymous = text.find("\nAnonymous:", line_end)
+        following = text.find(" " + prefix, line_end)
+        if len(fields) == 6 and ".so" in fields[5] and fields[1][1] == "-" and fields[1][3] == "p" \
+                and anonymous >= 0 and (following < 0 or anonymous < following):
+            if text[anonymous + 11:text.find("\n", anonymous + 1)].split()[0] == "0":
                 start, end = fields[0].split("-")
-                current = (int(start, 16), int(end, 16))
-        elif current is not None and fields[0] == "Anonymous:":
-            if fields[1] == "0":
-                found.append(current)
-            current = None
+                found.append((int(start, 16), int(end, 16)))
+        at = following
     return found
