@@ -529,7 +529,7 @@ def test_tf_lite_loads_on_first_use_and_converts_a_session(v1_venv):
 
 
 RESIDENT_PROBE = """
-import json, os, resource
+import json, os
 import tensorflow as tf
 
 resident, path = {}, None

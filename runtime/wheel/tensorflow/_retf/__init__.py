@@ -68,7 +68,7 @@ def run(package_dir, config):
     if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
         return
     check_schema(config)
-    from . import heap, imports, pages, routing, runtime, tf1_libraries, tf115_names
+    from . import heap, imports, routing, runtime, tf1_libraries, tf115_names
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])
@@ -82,11 +82,17 @@ def run(package_dir, config):
         routing.prepare(os.path.realpath(os.path.join(site, config["deps"])), config, log)
     imports.after_import("tensorflow.python.framework.load_library", lambda module: tf1_libraries.explain(module, config))
     imports.after_import("tensorflow.python.framework.ops", tf115_names.tensor_like)
-    imports.after_import("tensorflow.python.pywrap_tensorflow", lambda module: (
-        tf115_names.record_reader(module), pages.release_loaded_libraries(package_dir)))
+    imports.after_import("tensorflow.python.pywrap_tensorflow", lambda module: _native_library_loaded(module, package_dir))
     imports.after_import("tensorflow.python.training.saver", heap.trim_while_saving)
     imports.on_first_use(ON_FIRST_USE, IMPORT_FIRST)
     log("bootstrap done")
+
+
+def _native_library_loaded(pywrap_tensorflow, package_dir):
+    """Right after TensorFlow's native library has loaded (tensorflow.python.pywrap_tensorflow imported)."""
+    from . import pages, tf115_names
+    tf115_names.record_reader(pywrap_tensorflow)
+    pages.release_loaded_libraries(package_dir)
 
 
 def _refuse_an_interrupted_install(site, config):
