@@ -710,26 +710,32 @@ from tensorflow._retf import tf115_export
 
 ids = tf.sparse.placeholder(tf.int64, name="ids")
 table = tf.get_variable("table", [20, 4])
-output = tf.nn.embedding_lookup_sparse(table, ids, None, combiner="mean")
+resource = tf.get_variable("resource", [20, 4], use_resource=True)
+weights = tf.SparseTensor(ids.indices, tf.ones_like(ids.values, tf.float32) * 0.5, ids.dense_shape)
+outputs = {"mean": tf.nn.embedding_lookup_sparse(table, ids, None, combiner="mean"),
+           "sqrtn": tf.nn.embedding_lookup_sparse(table, ids, weights, combiner="sqrtn"),
+           "sum": tf.nn.embedding_lookup_sparse(resource, ids, weights, combiner="sum")}
 folder = tempfile.mkdtemp() + "/saved_model"
 with tf.Session() as session, warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     session.run(tf.global_variables_initializer())
-    tf.saved_model.simple_save(session, folder, {"ids_values": ids.values}, {"output": output})
+    tf.saved_model.simple_save(session, folder, {"ids_values": ids.values}, outputs)
+    saved = tf.saved_model.loader.load(tf.Session(graph=tf.Graph()), ["serve"], folder).graph_def
 print(json.dumps({"ops": sorted({n.op for n in tf.get_default_graph().as_graph_def().node if "Retf" in n.op}),
+                  "saved": sorted({n.op for n in saved.node if "Segment" in n.op or "Retf" in n.op}),
                   "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
                   "check": tf115_export.check(folder)}))
 """
 
 
-def test_an_inference_graph_with_retfs_fused_lookup_is_written_and_named_with_its_switch(v1_venv):
-    """RETF_FUSED_EMBEDDING=1 puts retf's lookup in the forward graph: the SavedModel is still written, one warning
-    and the check name the op and the switch that keeps it out."""
+def test_an_inference_graph_with_retfs_fused_lookup_is_written_in_tf_1_15s_lookup_ops(v1_venv):
+    """Retf's lookup in the forward graph (fused_embedding), of a variable and of a resource variable, weighted or
+    not, is written into the SavedModel as TF 1.15's tf.nn.embedding_lookup_sparse computes it: SparseSegmentMean of
+    the table's rows unweighted, SegmentSum of the weighted rows otherwise. TF 1.15 reads it; nothing is said."""
     report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, FUSED_LOOKUP_EXPORT, RETF_FUSED_EMBEDDING="1")
-    assert "Retf>EmbeddingLookupSparse" in report["ops"]
-    assert len(report["warnings"]) == 1 and "TensorFlow 1.15 cannot load it" in report["warnings"][0]
-    for text in (report["warnings"][0], report["check"][0]):
-        assert "Retf>EmbeddingLookupSparse" in text and "RETF_FUSED_EMBEDDING=0" in text
+    assert report["ops"] == ["Retf>EmbeddingLookupSparse", "Retf>ResourceEmbeddingLookupSparse"], report
+    assert report["saved"] == ["SegmentSum", "SparseSegmentMean"], report
+    assert report["warnings"] == [] and report["check"] == [], report
 
 
 def test_a_graph_the_rewrite_cannot_handle_is_exported_as_tf_2_wrote_it_and_said_once(v1_venv):

@@ -713,7 +713,8 @@ def test_dins_attention_trains_as_on_tf_1_15_with_its_first_layer_by_pieces(tf11
 SERVED_ATOL = 1e-6
 
 
-EXPORTERS = ("estimator_export", "graph_exports", "gru_exports", "attention_exports", "batch_norm_exports")
+EXPORTERS = ("estimator_export", "graph_exports", "gru_exports", "attention_exports", "batch_norm_exports",
+             "lookup_exports")
 
 
 def served_folders(side: Runner, exports: list[Future]) -> list[str]:
@@ -727,7 +728,8 @@ def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf1
     export with a parsing receiver, a SavedModel of a whole training graph (retf's fused ops in it on the wheel) and
     a frozen GraphDef, each without and with a GRU loop (retf's kernels on the wheel, TF 1.15's loop in the export),
     with an attention block (its products labelled for retf's kernel on the wheel, the labels left out of the export)
-    and with batch normalization (retf's kernels on the wheel, TF 1.15's ops for it in the export):
+    with batch normalization (retf's kernels on the wheel, TF 1.15's ops for it in the export), and with embedding
+    lookups of every form (retf's fused lookup on the wheel, TF 1.15's segment ops in the export):
     the wheel's exports load on TF 1.15.5 and predict there what the wheel predicts, and TF 1.15.5's own exports do
     the same on the wheel."""
     exports = {side: [side.start(name) for name in EXPORTERS] for side in (tf115, wheel)}
@@ -753,7 +755,7 @@ def test_exports_serve_on_tf_1_15_and_on_the_wheel_with_the_same_predictions(tf1
                 if len(got) != len(values) or worst > SERVED_ATOL:
                     problems.append(f"{folder} {key} on {name}: {len(got)} values, {worst:.2e} from the exporter's")
     assert not problems, "\n".join(problems)
-    assert len(folders) == 2 * (len(PARITY) + 9)
+    assert len(folders) == 2 * (len(PARITY) + 11)
     print(f"{bitwise} of {len(folders)} served models predict bitwise the same on both sides")
 
 

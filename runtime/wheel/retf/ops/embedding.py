@@ -21,6 +21,7 @@ def embedding_lookup_sparse(params, ids, segment_ids, weights=None, combiner="me
     dtype = params.dtype.base_dtype
     if weights is None:
         weights = tf.zeros([0], dtype=dtype)
+    name = name or "EmbeddingLookupSparse"  # TF 1.15 refuses the op's name (its ">"), and a served graph keeps it
     if _is_resource(params):
         if isinstance(params, tf.Variable):
             tape.variable_accessed(params)  # what Variable.sparse_read does, so GradientTape watches it

@@ -474,6 +474,74 @@ def _normalize_ops(node, scope, per_row):
     return True
 
 
+
+def _empty_vector(node):
+    """Whether ``node`` is a Const holding no value (retf.ops.embedding_lookup_sparse's unweighted ``weights``)."""
+    if node is None or node.op != "Const" or "value" not in node.attr:
+        return False
+    dims = node.attr["value"].tensor.tensor_shape.dim
+    return len(dims) == 1 and dims[0].size == 0
+
+
+_SPARSE_SEGMENT = {b"sum": "SparseSegmentSum", b"mean": "SparseSegmentMean", b"sqrtn": "SparseSegmentSqrtN"}
+
+
+def _embedding_lookup_ops(node, scope):
+    """Retf>EmbeddingLookupSparse or Retf>ResourceEmbeddingLookupSparse (fused_embedding) as TF 1.15's
+    tf.nn.embedding_lookup_sparse computes it for one table. Unweighted: SparseSegmentSum, Mean or SqrtN of the
+    table's rows by id, the rows TF 1.15 gathers and combines in the same order. Weighted: the rows gathered and
+    scaled by their weights, summed per segment (SegmentSum), and for mean or sqrtn divided with DivNoNan by the
+    segment's total weight or the root of its squares. The node becomes the last op, under its own name. True if
+    done (not inside a function, whose readers name its output by argument)."""
+    from tensorflow.core.framework import types_pb2
+    data = [i for i in node.input if not i.startswith("^")]
+    combiner = node.attr["combiner"].s if "combiner" in node.attr else b"mean"
+    if scope.in_function or len(data) != 4 or "T" not in node.attr or combiner not in _SPARSE_SEGMENT:
+        return False
+    params, ids, segment_ids, weights = data
+    dtype = node.attr["T"].type
+    index_type = node.attr["Tidx"].type if "Tidx" in node.attr else types_pb2.DT_INT64
+    segment_type = node.attr["Tsegmentids"].type if "Tsegmentids" in node.attr else types_pb2.DT_INT64
+    if node.op == "Retf>ResourceEmbeddingLookupSparse":
+        read = scope.add(node.name + "/read", "ReadVariableOp", [params], node.device)
+        read.attr["dtype"].type = dtype
+        params = scope.output(read)
+    if _empty_vector(scope.producer(weights)):
+        if index_type == types_pb2.DT_INT64:  # TF 1.15 has these kernels for int32 indices (a table's rows) only
+            cast = scope.add(node.name + "/ids_int32", "Cast", [ids], node.device)
+            cast.attr["SrcT"].type, cast.attr["DstT"].type = types_pb2.DT_INT64, types_pb2.DT_INT32
+            ids, index_type = scope.output(cast), types_pb2.DT_INT32
+        _become(node, _SPARSE_SEGMENT[combiner], [params, ids, segment_ids])
+        node.attr["Tidx"].type = index_type
+        node.attr["Tsegmentids"].type = segment_type
+        return _segment_ids_int32(node, scope)
+    name = node.name + "/embedding_lookup_sparse"
+    axis = scope.add_constant(name + "/axis", 0, types_pb2.DT_INT32, node.device)
+    gathered = scope.add(name + "/rows", "GatherV2", [params, ids, axis], node.device)
+    gathered.attr["Tparams"].type, gathered.attr["Tindices"].type = dtype, index_type
+    gathered.attr["Taxis"].type = types_pb2.DT_INT32
+    column = _expand_rows(scope, node, name + "/weights", weights)
+    scaled = _typed(scope, name + "/mul", "Mul", [scope.output(gathered), column], node)
+
+    if combiner == b"sum":
+        _become(node, "SegmentSum", [scaled, segment_ids])
+        node.attr["Tindices"].type = segment_type
+        return True
+
+    def segment_sum(base, values):
+        summed = scope.add(base, "SegmentSum", [values, segment_ids], node.device)
+        summed.attr["T"].type, summed.attr["Tindices"].type = dtype, segment_type
+        return scope.output(summed)
+
+    total = segment_sum(name + "/segment_sum", scaled)
+    if combiner == b"mean":
+        divisor = segment_sum(name + "/weight_sum", column)
+    else:
+        squares = _typed(scope, name + "/squares", "Mul", [column, column], node)
+        divisor = _typed(scope, name + "/root", "Sqrt", [segment_sum(name + "/squares_sum", squares)], node)
+    _become(node, "DivNoNan", [total, divisor])
+    return True
+
 _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: parse with tf.io.FixedLenFeature "
                               "and VarLenFeature only",
             "Retf>Moments": "in a function's body, whose readers name its outputs by argument; build the graph with "
@@ -484,6 +552,10 @@ _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: 
                                  "with RETF_LAYER_NORM_KERNELS=0",
             "Retf>LayerNormalize": "in a function's body, whose readers name its output by argument; build the graph "
                                    "with RETF_LAYER_NORM_KERNELS=0",
+            "Retf>EmbeddingLookupSparse": "in a function's body, whose readers name its output by argument; build "
+                                          "the graph with RETF_FUSED_EMBEDDING=0",
+            "Retf>ResourceEmbeddingLookupSparse": "in a function's body, whose readers name its output by argument; "
+                                                  "build the graph with RETF_FUSED_EMBEDDING=0",
             "Retf>GRURecurrence": "its gradient is in the graph; a SavedModel leaves the gradient out and a frozen graph "
                                   "has none, and those hold TF 1.15's loop in its place; or build the graph with "
                                   "RETF_FUSED_GRU=0"}
@@ -495,7 +567,9 @@ _REWRITES = dict([("ParseExampleV2", _parse_example_v1), ("SparseSegmentSumGrad"
                   ("Retf>GRURecurrence", _gru_recurrence_loop), ("Retf>Moments", _moments_ops),
                   ("Retf>BatchNormalize", lambda node, scope: _normalize_ops(node, scope, False)),
                   ("Retf>LayerMoments", _layer_moments_ops),
-                  ("Retf>LayerNormalize", lambda node, scope: _normalize_ops(node, scope, True))]
+                  ("Retf>LayerNormalize", lambda node, scope: _normalize_ops(node, scope, True)),
+                  ("Retf>EmbeddingLookupSparse", _embedding_lookup_ops),
+                  ("Retf>ResourceEmbeddingLookupSparse", _embedding_lookup_ops)]
                  + [(op, _segment_ids_int32) for op in _SEGMENT_OPS])
 
 
