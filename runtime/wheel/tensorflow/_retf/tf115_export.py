@@ -7,7 +7,8 @@ In 1.x API mode the bootstrap routes every export through here:
 
 - each node is written in TF 1.15's form where the meaning is the same: ParseExampleV2 without ragged
   features as ParseExample, attributes TF 1.15 does not know dropped where they hold their default, retf's
-  forward ops (a GRU's loop, a batch or layer normalization's moments and normalization) as TF 1.15's own;
+  forward ops (a GRU's loop, a batch or layer normalization's moments and normalization, the fused embedding
+  lookup) as TF 1.15's own;
 - a SavedModel leaves out the nodes TF 1.15 cannot run that nothing it serves needs: the training ops of a
   graph saved whole (tf.saved_model.simple_save after training, with retf's fused optimizers or gradients);
 - what a SavedModel or a frozen graph still holds that TF 1.15 cannot read is said once (a RuntimeWarning per
