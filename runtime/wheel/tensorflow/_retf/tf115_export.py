@@ -475,7 +475,6 @@ def _normalize_ops(node, scope, per_row):
     return True
 
 
-
 def _empty_vector(node):
     """Whether ``node`` is a Const holding no value (retf.ops.embedding_lookup_sparse's unweighted ``weights``)."""
     if node is None or node.op != "Const" or "value" not in node.attr:
@@ -523,7 +522,6 @@ def _embedding_lookup_ops(node, scope):
     gathered.attr["Taxis"].type = types_pb2.DT_INT32
     column = _expand_rows(scope, node, name + "/weights", weights)
     scaled = _typed(scope, name + "/mul", "Mul", [scope.output(gathered), column], node)
-
     if combiner == b"sum":
         _become(node, "SegmentSum", [scaled, segment_ids])
         node.attr["Tindices"].type = segment_type
@@ -542,6 +540,7 @@ def _embedding_lookup_ops(node, scope):
         divisor = _typed(scope, name + "/root", "Sqrt", [segment_sum(name + "/squares_sum", squares)], node)
     _become(node, "DivNoNan", [total, divisor])
     return True
+
 
 _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: parse with tf.io.FixedLenFeature "
                               "and VarLenFeature only",
