@@ -16,19 +16,20 @@ optimizer on three sides (--sides):
                       RETF_FUSED_SPARSE=0, RETF_FUSED_EMBEDDING=0, RETF_FUSED_MATMUL_GRAD=0,
                       RETF_FAST_DECODE_CSV=0, RETF_LARGE_BLOCK_ALLOCATOR=0, RETF_FUSED_CONCAT_GRAD=0,
                       RETF_PAIR_DENSE_LINEAR=0, RETF_FUSED_GRU=0, RETF_SMALL_BATCH_MATMUL=0,
-                      RETF_LAYER_NORM_MOMENTS=0)
+                      RETF_LAYER_NORM_MOMENTS=0, RETF_BATCH_MOMENTS=0, RETF_LAYER_NORM_KERNELS=0)
   wheel               the same wheel with its recipe's defaults: the sparse updates of
                       tf.train.AdamOptimizer, AdagradOptimizer and FtrlOptimizer in retf's fused
-                      kernels (the same results), small weights' MatMul gradients in retf's
-                      transposed product, DIN's activation-unit concat gradient in one retf kernel and
-                      its dense layer by the pieces' linearity,
-                      tf.nn.dynamic_rnn's GRUCell loops in one retf kernel, small batch products of tf.matmul
-                      in retf's kernel, Keras's LayerNormalization in TF 1.15's moments form, DecodeCSV in retf's
-                      kernel, large blocks kept by the CPU allocator, and the recipe's runtime defaults (none)
+                      kernels (the same results), tf.nn.embedding_lookup_sparse (feature columns) in
+                      retf's fused lookup, small weights' MatMul gradients in retf's transposed product,
+                      DIN's activation-unit concat gradient in one retf kernel and its dense layer by the
+                      pieces' linearity, tf.nn.dynamic_rnn's GRUCell loops in one retf kernel, small batch
+                      products of tf.matmul in retf's kernel, Keras's LayerNormalization in TF 1.15's moments
+                      form, batch and layer normalization in retf's kernels, DecodeCSV in retf's kernel, large
+                      blocks kept by the CPU allocator, and the recipe's runtime defaults (none)
   wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
                       allocator, or the BFC allocator: the evidence for a runtime default
-  wheel, fused lookups (--sides ...,emb) the wheel's defaults plus RETF_FUSED_EMBEDDING=1:
-                      tf.nn.embedding_lookup_sparse (feature columns) in retf's fused lookup
+  wheel, fused / TF's lookups (--sides ...,emb or noemb) the wheel's defaults with RETF_FUSED_EMBEDDING=1 or 0:
+                      tf.nn.embedding_lookup_sparse (feature columns) in retf's fused lookup or TensorFlow's ops
   wheel, retf / TF's weight gradients (--sides ...,mmg or nommg) the wheel's defaults with
                       RETF_FUSED_MATMUL_GRAD=1 or 0: the evidence for fused_matmul_grad
   wheel, retf / TF's DecodeCSV (--sides ...,csv or nocsv) the wheel's defaults with
@@ -148,7 +149,7 @@ def prepare_wheel(work):
     return work / "env" / "venv"
 
 
-SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
+SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "noemb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
          "cat", "nocat", "pdl", "nopdl", "gru", "nogru", "bmm", "nobmm", "lnm", "nolnm", "split", "nosplit", "xla115", "xla", "jit115", "jit",
          "ev", "mmap", "keepheap", "keeppages", "onednn", "bnm", "nobnm", "lnk", "nolnk")
 # XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
@@ -307,7 +308,7 @@ def main():
     parser.add_argument("--sides", default="tf115,stock,wheel",
                         help="comma-separated, the first the baseline of the ratios: tf115 (TF 1.15.5), stock (the "
                              "wheel, TensorFlow's own behaviour), wheel (its recipe's defaults), nobfc / bfc (those with "
-                             "TensorFlow's allocator / the BFC allocator), emb (those with retf's fused lookups), mmg / nommg "
+                             "TensorFlow's allocator / the BFC allocator), emb / noemb (those with retf's / TensorFlow's lookups), mmg / nommg "
                              "(those with retf's / TensorFlow's weight gradients), csv / nocsv (retf's / TensorFlow's DecodeCSV), "
                              "blocks / noblocks (retf's large-block allocator / TensorFlow's); "
                              "default: tf115,stock,wheel")
@@ -351,6 +352,7 @@ def main():
              "nobfc": Side("wheel, BFC off", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "false"}),
              "bfc": Side("wheel, BFC on", V1_RECIPE, venv, {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
              "emb": Side("wheel, fused lookups", V1_RECIPE, venv, {"RETF_FUSED_EMBEDDING": "1"}),
+             "noemb": Side("wheel, TF's lookups", V1_RECIPE, venv, {"RETF_FUSED_EMBEDDING": "0"}),
              "mmg": Side("wheel, retf weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "1"}),
              "nommg": Side("wheel, TF's weight gradients", V1_RECIPE, venv, {"RETF_FUSED_MATMUL_GRAD": "0"}),
              "csv": Side("wheel, retf's DecodeCSV", V1_RECIPE, venv, {"RETF_FAST_DECODE_CSV": "1"}),

@@ -208,9 +208,8 @@ def test_estimator_train_and_evaluate_with_tf_config(wheel_env, tmp_path):
     for job, index in roles:
         config = json.dumps({"cluster": spec, "task": {"type": job, "index": index}})
         command = emulated_command(wheel_env, [str(wheel_env.python), str(PROGRAMS / "estimator_ps.py"), str(model_dir), "300"])
-        # With the fused lookups on (every task alike), the small table's lookup is a retf op on its ps.
-        tasks.append(Task(job, index, tuple(command), env={"TF_CONFIG": config, "RETF_FUSED_EMBEDDING": "1"},
-                          server=job == "ps"))
+        # With the recipe's fused lookups (every task alike), the small table's lookup is a retf op on its ps.
+        tasks.append(Task(job, index, tuple(command), env={"TF_CONFIG": config}, server=job == "ps"))
     run = run_cluster(tasks, TIMEOUT, env=_clean_environ())
     assert run.ok, run.failure()
     evaluation = run.of("evaluator")[0].json
