@@ -777,8 +777,9 @@ def test_the_check_reads_what_tf_1_15_reads_and_names_what_it_refuses(tf115, whe
     assert meta.returncode == 1 and "Retf>SparseApplyAdamDenseRef" in meta.stdout
     assert "RETF_SPARSE_ADAM=dense" in meta.stdout and "RETF_FUSED_MATMUL_GRAD=0" in meta.stdout
     fused = produced["frozen_2x"]
-    monkeypatch.setenv("RETF_FUSED_EMBEDDING", "0")
-    unconverted = Runner(V1_RECIPE, v1_venv, tmp_path)("graph_exports")["frozen_2x"]
+    with monkeypatch.context() as switched:  # this run alone: the session's shared runs keep the recipe's lookups
+        switched.setenv("RETF_FUSED_EMBEDDING", "0")
+        unconverted = Runner(V1_RECIPE, v1_venv, tmp_path)("graph_exports")["frozen_2x"]
     for folder, named in ((fused, "op Retf>EmbeddingLookupSparse"), (unconverted, "Tsegmentids")):
         check = tf115_check(v1_venv, str(Path(folder) / "frozen.pb"))
         assert check.returncode == 1 and named in check.stdout, check.stdout
