@@ -569,7 +569,8 @@ def test_embedding_lookups_take_the_fused_op_where_it_applies(v1_venv):
     fused, stock = run_in_each(recipe, v1_venv, EMBEDDING_PROBE, {"RETF_FUSED_MATMUL_GRAD": "0"},
                                {"RETF_FUSED_EMBEDDING": "0", "RETF_FUSED_MATMUL_GRAD": "0"})
     assert fused["public"] == "retf.nn" and stock["public"] != "retf.nn"
-    assert fused["ops"] == ["Retf>EmbeddingLookupSparse", "Retf>EmbeddingLookupSparseGrad",
+    # Feature columns look up through safe_embedding_lookup_sparse: retf's safe op, pruning and zeroing included.
+    assert fused["ops"] == ["Retf>SafeEmbeddingLookupSparse", "Retf>SafeEmbeddingLookupSparseGrad",
                             "Retf>SparseApplyAdagradRef"], fused["ops"]
     assert stock["ops"] == ["Retf>SparseApplyAdagradRef"]
     # Same training either way, to float32 rounding (the fused op sums a row's ids in the same order).
@@ -708,13 +709,16 @@ import json, tempfile, warnings
 import tensorflow as tf
 from tensorflow._retf import tf115_export
 
-ids = tf.sparse.placeholder(tf.int64, name="ids")
+ids = tf.sparse.placeholder(tf.int64, shape=[None, None], name="ids")
 table = tf.get_variable("table", [20, 4])
 resource = tf.get_variable("resource", [20, 4], use_resource=True)
 weights = tf.SparseTensor(ids.indices, tf.ones_like(ids.values, tf.float32) * 0.5, ids.dense_shape)
 outputs = {"mean": tf.nn.embedding_lookup_sparse(table, ids, None, combiner="mean"),
            "sqrtn": tf.nn.embedding_lookup_sparse(table, ids, weights, combiner="sqrtn"),
-           "sum": tf.nn.embedding_lookup_sparse(resource, ids, weights, combiner="sum")}
+           "sum": tf.nn.embedding_lookup_sparse(resource, ids, weights, combiner="sum"),
+           "safe_mean": tf.nn.safe_embedding_lookup_sparse(table, ids, weights),
+           "safe_sqrtn": tf.nn.safe_embedding_lookup_sparse(resource, ids, None, combiner="sqrtn"),
+           "safe_sum": tf.nn.safe_embedding_lookup_sparse(resource, ids, weights, combiner="sum")}
 folder = tempfile.mkdtemp() + "/saved_model"
 with tf.Session() as session, warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -729,12 +733,15 @@ print(json.dumps({"ops": sorted({n.op for n in tf.get_default_graph().as_graph_d
 
 
 def test_an_inference_graph_with_retfs_fused_lookup_is_written_in_tf_1_15s_lookup_ops(v1_venv):
-    """Retf's lookup in the forward graph (fused_embedding), of a variable and of a resource variable, weighted or
-    not, is written into the SavedModel as TF 1.15's tf.nn.embedding_lookup_sparse computes it: SparseSegmentMean of
-    the table's rows unweighted, SegmentSum of the weighted rows otherwise. TF 1.15 reads it; nothing is said."""
+    """Retf's lookups in the forward graph (fused_embedding), of a variable and of a resource variable, weighted or
+    not, are written into the SavedModel as TF 1.15's ops compute them: tf.nn.embedding_lookup_sparse's as
+    SparseSegmentMean of the table's rows unweighted, SegmentSum of the weighted rows otherwise; the safe lookup's as
+    the kept entries' rows summed per row of the batch (UnsortedSegmentSum). TF 1.15 reads it; nothing is said.
+    (test_tf1_programs serves such exports on TF 1.15.5.)"""
     report = run_in(RECIPES / "emulated-py36-tf1api.toml", v1_venv, FUSED_LOOKUP_EXPORT, RETF_FUSED_EMBEDDING="1")
-    assert report["ops"] == ["Retf>EmbeddingLookupSparse", "Retf>ResourceEmbeddingLookupSparse"], report
-    assert report["saved"] == ["SegmentSum", "SparseSegmentMean"], report
+    assert report["ops"] == ["Retf>EmbeddingLookupSparse", "Retf>ResourceEmbeddingLookupSparse",
+                             "Retf>ResourceSafeEmbeddingLookupSparse", "Retf>SafeEmbeddingLookupSparse"], report
+    assert report["saved"] == ["SegmentSum", "SparseSegmentMean", "UnsortedSegmentSum"], report
     assert report["warnings"] == [] and report["check"] == [], report
 
 

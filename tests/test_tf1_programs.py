@@ -780,12 +780,12 @@ def test_the_check_reads_what_tf_1_15_reads_and_names_what_it_refuses(tf115, whe
     with monkeypatch.context() as switched:  # this run alone: the session's shared runs keep the recipe's lookups
         switched.setenv("RETF_FUSED_EMBEDDING", "0")
         unconverted = Runner(V1_RECIPE, v1_venv, tmp_path)("graph_exports")["frozen_2x"]
-    for folder, named in ((fused, "op Retf>EmbeddingLookupSparse"), (unconverted, "Tsegmentids")):
+    for folder, named in ((fused, "op Retf>SafeEmbeddingLookupSparse"), (unconverted, "Tsegmentids")):
         check = tf115_check(v1_venv, str(Path(folder) / "frozen.pb"))
         assert check.returncode == 1 and named in check.stdout, check.stdout
         assert "Fix: export it again in this wheel's 1.x API mode" in check.stdout, check.stdout
     refused = tf115("serve_exports", fused, unconverted)["served"]
-    assert "Retf>EmbeddingLookupSparse" in refused[fused].get("error", ""), refused
+    assert "Retf>SafeEmbeddingLookupSparse" in refused[fused].get("error", ""), refused
     assert "Tsegmentids" in refused[unconverted].get("error", ""), refused
     gru_meta = tf115_check(v1_venv, wheel("gru_exports")["meta"])
     assert gru_meta.returncode == 1 and "Retf>GRURecurrence" in gru_meta.stdout, gru_meta.stdout

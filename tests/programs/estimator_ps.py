@@ -52,7 +52,7 @@ def model_fn(features, labels, mode):
         return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics)
     train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=tf.train.get_global_step())
     LOOKUPS.update((op.name, op.device) for op in tf.get_default_graph().get_operations()
-                   if op.type == "Retf>EmbeddingLookupSparse")
+                   if op.type in ("Retf>EmbeddingLookupSparse", "Retf>SafeEmbeddingLookupSparse"))
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 

@@ -1,4 +1,5 @@
-"""Drop-in tf.compat.v1.nn.embedding_lookup_sparse backed by the fused op where it applies."""
+"""Drop-in tf.compat.v1.nn.embedding_lookup_sparse and safe_embedding_lookup_sparse, backed by the fused ops where
+they apply."""
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as framework_ops
@@ -11,6 +12,7 @@ from retf import ops
 # TensorFlow's own function, for the cases the fused op does not serve: a 1.x API wheel may route the
 # public name (and the one safe_embedding_lookup_sparse calls) to embedding_lookup_sparse below.
 _STOCK_LOOKUP = embedding_ops.embedding_lookup_sparse
+_STOCK_SAFE_LOOKUP = embedding_ops.safe_embedding_lookup_sparse
 
 _FLOATS = (tf.float32, tf.float64)
 _INDEX_TYPES = (tf.int32, tf.int64)
@@ -84,3 +86,67 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod"
 
 
 embedding_lookup_sparse.__wrapped__ = _STOCK_LOOKUP  # the function it serves for, whose keywords it takes
+
+
+def safe_embedding_lookup_sparse(embedding_weights, sparse_ids, sparse_weights=None, combiner="mean",
+                                 default_id=None, name=None, partition_strategy="div", max_norm=None, **newer):
+    """Same results as tf.compat.v1.nn.safe_embedding_lookup_sparse; one fused op for one 2-D table without
+    default_id or max_norm, sparse ids of rank 2 or more.
+
+    TensorFlow's function prunes the ids < 0 (and, unless combining by sum, the weights <= 0), fills each empty row
+    with id 0, looks up, and zeroes the filled rows again: a dozen ops around the lookup, and their gradients. The
+    fused op does all of it in one pass over the ids, and its gradient names the same rows (id 0, with a zero
+    gradient, where a row was empty), so sparse optimizers update what they update after TensorFlow's.
+    Other cases go to TensorFlow's own function, whose lookup is embedding_lookup_sparse above where routed.
+    """
+    check_newer_keywords(_STOCK_SAFE_LOOKUP, newer)
+    table = _safe_table(embedding_weights, sparse_weights) if default_id is None and max_norm is None else None
+    if combiner is None:
+        combiner = "mean"
+    rank = _sparse_rank(sparse_ids)
+    if table is None or combiner not in ("mean", "sqrtn", "sum") or rank is None or rank < 2 \
+            or sparse_ids.values.dtype not in _INDEX_TYPES:
+        return _STOCK_SAFE_LOOKUP(embedding_weights, sparse_ids, sparse_weights=sparse_weights, combiner=combiner,
+                                  default_id=default_id, name=name, partition_strategy=partition_strategy,
+                                  max_norm=max_norm, **newer)
+    with tf.name_scope(name or "embedding_lookup"):
+        original_shape = sparse_ids.dense_shape
+        if rank > 2:  # rows numbered over every dimension but the last, as TensorFlow's function reshapes them
+            sparse_ids = tf.sparse.reshape(sparse_ids, [tf.reduce_prod(original_shape[:-1]), original_shape[-1]])
+        weights = None
+        if sparse_weights is not None:
+            sparse_ids.values.shape.assert_is_compatible_with(sparse_weights.values.shape)
+            weights = sparse_weights.values
+        with framework_ops.colocate_with(table):
+            result = ops.safe_embedding_lookup_sparse(table, sparse_ids.values, sparse_ids.indices[:, 0],
+                                                      sparse_ids.dense_shape[0], weights, combiner=combiner)
+        if rank == 2:
+            return result
+        final = tf.reshape(result, tf.concat([tf.cast(original_shape[:-1], tf.int32), tf.shape(result)[1:]], 0))
+        final.set_shape(tf.TensorShape([None] * (rank - 1)).concatenate(result.shape[1:]))
+        return final
+
+
+safe_embedding_lookup_sparse.__wrapped__ = _STOCK_SAFE_LOOKUP
+
+
+def _safe_table(embedding_weights, sparse_weights):
+    """The one table the fused safe lookup serves, or None: TensorFlow's function takes a PartitionedVariable's
+    parts, and a table of the weights' dtype only."""
+    if isinstance(embedding_weights, PartitionedVariable):
+        embedding_weights = list(embedding_weights)
+    if embedding_weights is None or isinstance(embedding_weights, (list, tuple)) and len(embedding_weights) != 1:
+        return None
+    if sparse_weights is not None and not isinstance(sparse_weights, tf.SparseTensor):
+        return None
+    table = _single_table(embedding_weights)
+    if table is None or sparse_weights is not None and sparse_weights.dtype != table.dtype.base_dtype:
+        return None
+    return table
+
+
+def _sparse_rank(sparse_ids):
+    """The static rank of sparse_ids, a SparseTensor, or None."""
+    if not isinstance(sparse_ids, tf.SparseTensor):
+        return None
+    return tf.compat.dimension_value(sparse_ids.dense_shape.shape[0])

@@ -1,5 +1,6 @@
 /* OpKernels of Retf>EmbeddingLookupSparse, Retf>ResourceEmbeddingLookupSparse and
-   Retf>EmbeddingLookupSparseGrad. */
+   Retf>EmbeddingLookupSparseGrad, and of their safe forms (Retf>SafeEmbeddingLookupSparse,
+   Retf>ResourceSafeEmbeddingLookupSparse, Retf>SafeEmbeddingLookupSparseGrad). */
 
 // Before any Eigen header: the variable helpers run Eigen expressions on the CPU thread pool.
 #define EIGEN_USE_THREADS
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -112,6 +114,38 @@ Status CheckIds(const Tensor& ids, int64 num_rows) {
   return Status();
 }
 
+// The params table of a lookup: input 0 itself, or the tensor of the resource variable it names, read
+// under the variable's shared lock (held by *lock until it goes out of scope) instead of copied.
+template <typename T, bool kResource>
+class LookupTable {
+ public:
+  Status Open(OpKernelContext* ctx, OpKernel* kernel) {
+    if (!kResource) {
+      params_ = &ctx->input(0);
+      return Status();
+    }
+    TF_RETURN_IF_ERROR(LookupResource(ctx, HandleFromInput(ctx, 0), &variable_));
+    TF_RETURN_IF_ERROR((EnsureSparseVariableAccess<CPUDevice, T>(ctx, variable_.get())));
+    lock_.reset(new SharedLock(*variable_->mu()));
+    params_ = variable_->tensor();
+    if (!params_->IsInitialized()) {
+      return errors::FailedPrecondition("params variable is not initialized: ", kernel->requested_input(0));
+    }
+    if (params_->dtype() != DataTypeToEnum<T>::v()) {
+      return errors::InvalidArgument("params variable holds ", DataTypeString(params_->dtype()),
+                                     ", the op was given T=", DataTypeString(DataTypeToEnum<T>::v()));
+    }
+    return Status();
+  }
+  const Tensor& params() const { return *params_; }
+
+ private:
+  const Tensor* params_ = nullptr;
+  core::RefCountPtr<Var> variable_;
+  using SharedLock = tf_shared_lock;  // the name alone: the macro of that name refuses a lock without a variable
+  std::unique_ptr<SharedLock> lock_;
+};
+
 template <typename T, typename Tidx, typename Tseg, bool kResource>
 class EmbeddingLookupSparseOp : public OpKernel {
  public:
@@ -122,22 +156,9 @@ class EmbeddingLookupSparseOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    if (!kResource) {
-      Combine(ctx, ctx->input(0));
-      return;
-    }
-    core::RefCountPtr<Var> variable;
-    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &variable));
-    OP_REQUIRES_OK(ctx, EnsureSparseVariableAccess<CPUDevice, T>(ctx, variable.get()));
-    // Held for the whole lookup, as ResourceGather does, instead of copying the table.
-    tf_shared_lock lock(*variable->mu());
-    const Tensor* params = variable->tensor();
-    OP_REQUIRES(ctx, params->IsInitialized(),
-                errors::FailedPrecondition("params variable is not initialized: ", requested_input(0)));
-    OP_REQUIRES(ctx, params->dtype() == DataTypeToEnum<T>::v(),
-                errors::InvalidArgument("params variable holds ", DataTypeString(params->dtype()),
-                                        ", the op was given T=", DataTypeString(DataTypeToEnum<T>::v())));
-    Combine(ctx, *params);
+    LookupTable<T, kResource> table;
+    OP_REQUIRES_OK(ctx, table.Open(ctx, this));
+    Combine(ctx, table.params());
   }
 
  private:
@@ -218,6 +239,127 @@ class EmbeddingLookupSparseGradOp : public OpKernel {
   retf::Combiner combiner_;
 };
 
+// The kept entries of a safe lookup over num_rows rows, and their segments; InvalidArgument when a row is
+// outside [0, num_rows).
+template <typename T, typename Tidx, typename Tseg>
+Status KeepSafeEntries(const SparseBatch<T, Tseg>& batch, int64 num_rows, retf::Combiner combiner,
+                       retf::KeptEntries<T, Tidx, Tseg>* kept, retf::Segments<T>* segments) {
+  const Tseg* rows = batch.segment_ids->template flat<Tseg>().data();
+  const int64 j = retf::KeepEntries(batch.ids->template flat<Tidx>().data(), rows, batch.weights, batch.nnz, num_rows,
+                                    combiner != retf::Combiner::kSum, kept);
+  if (j >= 0) {
+    return errors::InvalidArgument("rows[", j, "] = ", rows[j], " is not in [0, ", num_rows,
+                                   "): the sparse ids' dense shape has ", num_rows, " rows");
+  }
+  const int64 unsorted = retf::MakeSegments(kept->rows, kept->weights, kept->size, num_rows, combiner, segments);
+  if (unsorted >= 0) return errors::Internal("kept entries out of row order at ", unsorted);
+  return Status();
+}
+
+template <typename T, typename Tidx, typename Tseg, bool kResource>
+class SafeEmbeddingLookupSparseOp : public OpKernel {
+ public:
+  explicit SafeEmbeddingLookupSparseOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string combiner;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("combiner", &combiner));
+    combiner_ = ParseCombiner(combiner);
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& num_rows_tensor = ctx->input(4);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(num_rows_tensor.shape()),
+                errors::InvalidArgument("num_rows must be a scalar, got shape ",
+                                        num_rows_tensor.shape().DebugString()));
+    const int64 num_rows = num_rows_tensor.scalar<int64>()();
+    OP_REQUIRES(ctx, num_rows >= 0, errors::InvalidArgument("num_rows = ", num_rows, " is negative"));
+    LookupTable<T, kResource> table;
+    OP_REQUIRES_OK(ctx, table.Open(ctx, this));
+    const Tensor& params = table.params();
+    OP_REQUIRES(ctx, TensorShapeUtils::IsMatrix(params.shape()),
+                errors::InvalidArgument("params must be 2-D [rows, dim], got shape ",
+                                        params.shape().DebugString()));
+    const int64 dim = params.dim_size(1);
+    TensorShape output_shape;
+    const Status shape_status = TensorShapeUtils::MakeShape(std::vector<int64>{num_rows, dim}, &output_shape);
+    OP_REQUIRES(ctx, shape_status.ok(), errors::InvalidArgument("num_rows = ", num_rows, ": ",
+                                                                StatusMessage(shape_status, 0)));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, output_shape, &output));
+    SparseBatch<T, Tseg> batch;
+    OP_REQUIRES_OK(ctx, ReadSparseBatch(ctx, 1, &batch));
+    static thread_local retf::KeptEntries<T, Tidx, Tseg> kept;
+    retf::Segments<T> segments;
+    OP_REQUIRES_OK(ctx, (KeepSafeEntries<T, Tidx, Tseg>(batch, num_rows, combiner_, &kept, &segments)));
+    for (int64 k = 0; k < kept.size; ++k) {
+      OP_REQUIRES(ctx, static_cast<int64>(kept.ids[k]) < params.dim_size(0),
+                  errors::InvalidArgument("id ", kept.ids[k], " is not in [0, ", params.dim_size(0),
+                                          "): params has ", params.dim_size(0), " rows"));
+    }
+    if (num_rows == 0 || dim == 0) return;
+    retf::functor::EmbeddingLookupSparse<T, Tidx>()(ctx->device()->tensorflow_cpu_worker_threads()->workers,
+                                                    params.flat<T>().data(), dim, kept.ids, kept.weights, segments,
+                                                    output->flat<T>().data());
+  }
+
+ private:
+  retf::Combiner combiner_;
+};
+
+template <typename T, typename Tidx, typename Tseg>
+class SafeEmbeddingLookupSparseGradOp : public OpKernel {
+ public:
+  explicit SafeEmbeddingLookupSparseGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string combiner;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("combiner", &combiner));
+    combiner_ = ParseCombiner(combiner);
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& grad = ctx->input(0);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsMatrix(grad.shape()),
+                errors::InvalidArgument("grad must be 2-D [rows, dim], got shape ", grad.shape().DebugString()));
+    SparseBatch<T, Tseg> batch;
+    OP_REQUIRES_OK(ctx, ReadSparseBatch(ctx, 1, &batch));
+    OP_REQUIRES(ctx, batch.nnz <= retf::kMaxGroupedIndices,
+                errors::InvalidArgument("at most ", retf::kMaxGroupedIndices, " ids per call, got ", batch.nnz));
+    const int64 num_rows = grad.dim_size(0);
+    const int64 dim = grad.dim_size(1);
+    static thread_local retf::KeptEntries<T, Tidx, Tseg> kept;
+    retf::Segments<T> segments;
+    OP_REQUIRES_OK(ctx, (KeepSafeEntries<T, Tidx, Tseg>(batch, num_rows, combiner_, &kept, &segments)));
+    // Kept per thread so its buffers are reused from step to step.
+    static thread_local retf::IndexGroups<Tidx> groups;
+    int64 max_id = 0;
+    for (int64 k = 0; k < kept.size; ++k) max_id = std::max(max_id, static_cast<int64>(kept.ids[k]));
+    retf::GroupIndices(kept.ids, kept.size, max_id, &groups);
+    bool some_row_empty = false;
+    for (int64 r = 0; r < num_rows && !some_row_empty; ++r) {
+      some_row_empty = segments.starts[r] == segments.starts[r + 1];
+    }
+    // TensorFlow's safe lookup fills an empty row with id 0 and zeroes its result: id 0 gets a zero gradient.
+    const int64 filled = some_row_empty && (groups.size() == 0 || groups.unique[0] != 0) ? 1 : 0;
+    const int64 num_unique = groups.size() + filled;
+    Tensor* unique_ids = nullptr;
+    Tensor* values = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({num_unique}), &unique_ids));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({num_unique, dim}), &values));
+    Tidx* unique = unique_ids->flat<Tidx>().data();
+    T* rows = values->flat<T>().data();
+    if (filled) {
+      unique[0] = 0;
+      std::fill(rows, rows + dim, T(0));
+    }
+    std::copy(groups.unique.begin(), groups.unique.end(), unique + filled);
+    if (groups.size() == 0 || dim == 0) return;
+    retf::functor::EmbeddingLookupSparseGrad<T, Tidx, Tseg>()(
+        ctx->device()->tensorflow_cpu_worker_threads()->workers, grad.flat<T>().data(), dim, kept.rows,
+        kept.weights, segments, groups, rows + filled * dim);
+  }
+
+ private:
+  retf::Combiner combiner_;
+};
+
 #define RETF_REGISTER_KERNELS(T, Tidx, Tseg)                                                   \
   REGISTER_KERNEL_BUILDER(Name("Retf>EmbeddingLookupSparse")                                   \
                               .Device(DEVICE_CPU)                                              \
@@ -236,7 +378,25 @@ class EmbeddingLookupSparseGradOp : public OpKernel {
                               .TypeConstraint<T>("T")                                          \
                               .TypeConstraint<Tidx>("Tidx")                                    \
                               .TypeConstraint<Tseg>("Tsegmentids"),                            \
-                          EmbeddingLookupSparseGradOp<T, Tidx, Tseg>);
+                          EmbeddingLookupSparseGradOp<T, Tidx, Tseg>);                 \
+  REGISTER_KERNEL_BUILDER(Name("Retf>SafeEmbeddingLookupSparse")                               \
+                              .Device(DEVICE_CPU)                                              \
+                              .TypeConstraint<T>("T")                                          \
+                              .TypeConstraint<Tidx>("Tidx")                                    \
+                              .TypeConstraint<Tseg>("Tsegmentids"),                            \
+                          SafeEmbeddingLookupSparseOp<T, Tidx, Tseg, false>);                  \
+  REGISTER_KERNEL_BUILDER(Name("Retf>ResourceSafeEmbeddingLookupSparse")                       \
+                              .Device(DEVICE_CPU)                                              \
+                              .TypeConstraint<T>("T")                                          \
+                              .TypeConstraint<Tidx>("Tidx")                                    \
+                              .TypeConstraint<Tseg>("Tsegmentids"),                            \
+                          SafeEmbeddingLookupSparseOp<T, Tidx, Tseg, true>);                   \
+  REGISTER_KERNEL_BUILDER(Name("Retf>SafeEmbeddingLookupSparseGrad")                           \
+                              .Device(DEVICE_CPU)                                              \
+                              .TypeConstraint<T>("T")                                          \
+                              .TypeConstraint<Tidx>("Tidx")                                    \
+                              .TypeConstraint<Tseg>("Tsegmentids"),                            \
+                          SafeEmbeddingLookupSparseGradOp<T, Tidx, Tseg>);
 
 #define RETF_REGISTER_FOR_TYPE(T)           \
   RETF_REGISTER_KERNELS(T, int32, int32);   \

@@ -82,6 +82,66 @@ int64_t MakeSegments(const Tseg* segment_ids, const T* weights, int64_t nnz, int
   return -1;
 }
 
+// The entries of a safe lookup that it keeps, in row order (stable within a row): ids, rows and
+// weights (empty when unweighted) point at the input's own arrays when every entry is kept and the
+// rows ascend, at the buffers otherwise.
+template <typename T, typename Tidx, typename Tseg>
+struct KeptEntries {
+  const Tidx* ids = nullptr;
+  const Tseg* rows = nullptr;
+  const T* weights = nullptr;
+  int64_t size = 0;
+  std::vector<Tidx> id_buffer;
+  std::vector<Tseg> row_buffer;
+  std::vector<T> weight_buffer;
+  std::vector<int64_t> cursor;
+};
+
+// Keeps entry j unless ids[j] < 0 or, with prune_weights, weights[j] <= 0 (weights null: unweighted),
+// grouped by row with a counting pass when the rows do not already ascend. Returns -1, or the first
+// j whose row is not in [0, num_rows).
+template <typename T, typename Tidx, typename Tseg>
+int64_t KeepEntries(const Tidx* ids, const Tseg* rows, const T* weights, int64_t nnz, int64_t num_rows,
+                    bool prune_weights, KeptEntries<T, Tidx, Tseg>* kept) {
+  const bool prune = prune_weights && weights != nullptr;
+  auto keeps = [&](int64_t j) { return ids[j] >= 0 && (!prune || weights[j] > T(0)); };
+  bool in_place = true;
+  for (int64_t j = 0; j < nnz; ++j) {
+    const int64_t r = static_cast<int64_t>(rows[j]);
+    if (r < 0 || r >= num_rows) return j;
+    if (!keeps(j) || (j > 0 && r < static_cast<int64_t>(rows[j - 1]))) in_place = false;
+  }
+  if (in_place) {
+    kept->ids = ids;
+    kept->rows = rows;
+    kept->weights = weights;
+    kept->size = nnz;
+    return -1;
+  }
+  std::vector<int64_t>& cursor = kept->cursor;
+  cursor.assign(num_rows + 1, 0);
+  for (int64_t j = 0; j < nnz; ++j) {
+    if (keeps(j)) ++cursor[static_cast<int64_t>(rows[j]) + 1];
+  }
+  for (int64_t r = 0; r < num_rows; ++r) cursor[r + 1] += cursor[r];
+  const int64_t size = cursor[num_rows];
+  kept->id_buffer.resize(size);
+  kept->row_buffer.resize(size);
+  kept->weight_buffer.resize(weights == nullptr ? 0 : size);
+  for (int64_t j = 0; j < nnz; ++j) {
+    if (!keeps(j)) continue;
+    const int64_t k = cursor[static_cast<int64_t>(rows[j])]++;
+    kept->id_buffer[k] = ids[j];
+    kept->row_buffer[k] = rows[j];
+    if (weights != nullptr) kept->weight_buffer[k] = weights[j];
+  }
+  kept->ids = kept->id_buffer.data();
+  kept->rows = kept->row_buffer.data();
+  kept->weights = weights == nullptr ? nullptr : kept->weight_buffer.data();
+  kept->size = size;
+  return -1;
+}
+
 namespace functor {
 
 // output[s] = scale[s] * sum_j weights[j] * params[ids[j]] over the entries of segment s.

@@ -1,4 +1,4 @@
-/* Op registrations of retf's fused embedding lookup and its gradient. */
+/* Op registrations of retf's fused embedding lookups, plain and safe, and their gradients. */
 
 #include "shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -44,6 +44,17 @@ Status EmbeddingLookupSparseGradShape(InferenceContext* c) {
   return Status();
 }
 
+Status SafeEmbeddingLookupSparseShape(InferenceContext* c, bool is_resource) {
+  ShapeHandle params, num_rows;
+  TF_RETURN_IF_ERROR(c->WithRank(is_resource ? ResourceShape(c, 0) : c->input(0), 2, &params));
+  TF_RETURN_IF_ERROR(CheckSparseIds(c, 1));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 0, &num_rows));
+  DimensionHandle rows;
+  TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(4, &rows));
+  c->set_output(0, c->Matrix(rows, c->Dim(params, 1)));
+  return Status();
+}
+
 }  // namespace
 
 #define RETF_EMBEDDING_LOOKUP_SPARSE_INPUTS              \
@@ -72,6 +83,33 @@ REGISTER_OP("Retf>ResourceEmbeddingLookupSparse")
     .RETF_EMBEDDING_LOOKUP_SPARSE_INPUTS
     .SetShapeFn([](InferenceContext* c) { return EmbeddingLookupSparseShape(c, true); });
 
+#define RETF_SAFE_EMBEDDING_LOOKUP_SPARSE_INPUTS          \
+  Input("ids: Tidx")                                     \
+      .Input("rows: Tsegmentids")                        \
+      .Input("weights: T")                               \
+      .Input("num_rows: int64")                          \
+      .Output("output: T")                               \
+      .Attr("combiner: {'sum', 'mean', 'sqrtn'} = 'mean'") \
+      .Attr("T: {float, double}")                        \
+      .Attr("Tidx: {int32, int64} = DT_INT64")           \
+      .Attr("Tsegmentids: {int32, int64} = DT_INT64")
+
+// tf.compat.v1.nn.safe_embedding_lookup_sparse with one params tensor and no default_id, fused: entry j
+// (row rows[j], in [0, num_rows), in any order) is left out when ids[j] < 0, or, weighted and combined by mean or
+// sqrtn, when weights[j] <= 0; output [num_rows, dim] combines each row's other entries in their order, and a row
+// with none is zero. An empty weights vector means unweighted.
+REGISTER_OP("Retf>SafeEmbeddingLookupSparse")
+    .Input("params: T")
+    .RETF_SAFE_EMBEDDING_LOOKUP_SPARSE_INPUTS
+    .SetShapeFn([](InferenceContext* c) { return SafeEmbeddingLookupSparseShape(c, false); });
+
+// Retf>SafeEmbeddingLookupSparse reading the rows of a resource variable in place.
+REGISTER_OP("Retf>ResourceSafeEmbeddingLookupSparse")
+    .Input("params: resource")
+    .RETF_SAFE_EMBEDDING_LOOKUP_SPARSE_INPUTS
+    .SetShapeFn([](InferenceContext* c) { return SafeEmbeddingLookupSparseShape(c, true); });
+
+#undef RETF_SAFE_EMBEDDING_LOOKUP_SPARSE_INPUTS
 #undef RETF_EMBEDDING_LOOKUP_SPARSE_INPUTS
 
 // Gradient of Retf>EmbeddingLookupSparse with respect to params, as the rows of an
@@ -81,6 +119,23 @@ REGISTER_OP("Retf>EmbeddingLookupSparseGrad")
     .Input("grad: T")
     .Input("ids: Tidx")
     .Input("segment_ids: Tsegmentids")
+    .Input("weights: T")
+    .Output("unique_ids: Tidx")
+    .Output("values: T")
+    .Attr("combiner: {'sum', 'mean', 'sqrtn'} = 'mean'")
+    .Attr("T: {float, double}")
+    .Attr("Tidx: {int32, int64} = DT_INT64")
+    .Attr("Tsegmentids: {int32, int64} = DT_INT64")
+    .SetShapeFn(EmbeddingLookupSparseGradShape);
+
+// Gradient of Retf>SafeEmbeddingLookupSparse with respect to params, over the entries it keeps, for
+// grad [num_rows, dim]: values[u] is the gradient of row unique_ids[u] (ascending). Where a row keeps no
+// entry, id 0 is among them (with what its entries give, or zeros), as TensorFlow's safe lookup fills
+// such a row with id 0 and gives it a zero gradient: a sparse optimizer updates the same rows.
+REGISTER_OP("Retf>SafeEmbeddingLookupSparseGrad")
+    .Input("grad: T")
+    .Input("ids: Tidx")
+    .Input("rows: Tsegmentids")
     .Input("weights: T")
     .Output("unique_ids: Tidx")
     .Output("values: T")

@@ -6,7 +6,8 @@ ops' gradients with TensorFlow, once per process.
 
 - ``adam``: sparse_apply_adam, sparse_apply_adam_async, sparse_apply_adam_dense, adam_decay_untouched.
 - ``adagrad_ftrl``: sparse_apply_adagrad, sparse_apply_adagrad_decay, sparse_apply_ftrl.
-- ``embedding``: embedding_lookup_sparse and embedding_lookup_sparse_grad, its gradient.
+- ``embedding``: embedding_lookup_sparse and embedding_lookup_sparse_grad, its gradient; safe_embedding_lookup_sparse,
+  which leaves out invalid ids and weights and zeroes empty rows.
 - ``matmul``: transposed_matmul, and route_weight_gradients into MatMul's gradient.
 - ``pair_concat``: pair_concat_grad, pair_dense_input_grad, repeated_pair_grad, and
   route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul;
@@ -29,8 +30,11 @@ from retf.ops.decode_csv import DECODE_CSV_LABEL, use_fast_decode_csv
 from retf.ops.embedding import (
     EMBEDDING_LOOKUP_SPARSE,
     RESOURCE_EMBEDDING_LOOKUP_SPARSE,
+    RESOURCE_SAFE_EMBEDDING_LOOKUP_SPARSE,
+    SAFE_EMBEDDING_LOOKUP_SPARSE,
     embedding_lookup_sparse,
     embedding_lookup_sparse_grad,
+    safe_embedding_lookup_sparse,
 )
 from retf.ops.gru import GRU_RECURRENCE, gru_recurrence, route_dynamic_rnn, routed_dynamic_rnn_loop
 from retf.ops.matmul import (
@@ -72,6 +76,8 @@ __all__ = [
     "PAIR_DENSE_INPUT_GRAD",
     "REPEATED_PAIR_GRAD",
     "RESOURCE_EMBEDDING_LOOKUP_SPARSE",
+    "RESOURCE_SAFE_EMBEDDING_LOOKUP_SPARSE",
+    "SAFE_EMBEDDING_LOOKUP_SPARSE",
     "WEIGHT_GRADIENT_MAX_VALUES",
     "adam_decay_untouched",
     "batch_normalize",
@@ -99,6 +105,7 @@ __all__ = [
     "routed_pair_dense_gradient",
     "routed_piece_gradient",
     "routed_tile_gradient",
+    "safe_embedding_lookup_sparse",
     "sparse_apply_adagrad",
     "sparse_apply_adagrad_decay",
     "sparse_apply_adam",

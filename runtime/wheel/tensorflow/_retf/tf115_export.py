@@ -8,7 +8,7 @@ In 1.x API mode the bootstrap routes every export through here:
 - each node is written in TF 1.15's form where the meaning is the same: ParseExampleV2 without ragged
   features as ParseExample, attributes TF 1.15 does not know dropped where they hold their default, retf's
   forward ops (a GRU's loop, a batch or layer normalization's moments and normalization, the fused embedding
-  lookup) as TF 1.15's own;
+  lookups, plain and safe) as TF 1.15's own;
 - a SavedModel leaves out the nodes TF 1.15 cannot run that nothing it serves needs: the training ops of a
   graph saved whole (tf.saved_model.simple_save after training, with retf's fused optimizers or gradients);
 - what a SavedModel or a frozen graph still holds that TF 1.15 cannot read is said once (a RuntimeWarning per
@@ -38,6 +38,8 @@ _RETF_SWITCHES = (
     ("Retf>SparseApplyFtrl", "build the graph with RETF_FUSED_SPARSE=0"),
     ("Retf>EmbeddingLookupSparse", "build the graph with RETF_FUSED_EMBEDDING=0"),
     ("Retf>ResourceEmbeddingLookupSparse", "build the graph with RETF_FUSED_EMBEDDING=0"),
+    ("Retf>SafeEmbeddingLookupSparse", "build the graph with RETF_FUSED_EMBEDDING=0"),
+    ("Retf>ResourceSafeEmbeddingLookupSparse", "build the graph with RETF_FUSED_EMBEDDING=0"),
     ("Retf>TransposedMatMul", "build the graph with RETF_FUSED_MATMUL_GRAD=0"),
     ("Retf>PairConcatGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
     ("Retf>PairDenseInputGrad", "build the graph with RETF_FUSED_CONCAT_GRAD=0"),
@@ -542,6 +544,90 @@ def _embedding_lookup_ops(node, scope):
     return True
 
 
+def _safe_embedding_lookup_ops(node, scope):
+    """Retf>SafeEmbeddingLookupSparse or Retf>ResourceSafeEmbeddingLookupSparse (fused_embedding) as TF 1.15's ops
+    compute tf.nn.safe_embedding_lookup_sparse without default_id for one table: the entries kept (Where of the ids
+    >= 0, and of the weights > 0 unless combined by sum) gathered, their rows of the table gathered and scaled by their
+    weights, summed per row over all the batch's rows (UnsortedSegmentSum: a row with no entry is zero), and for mean
+    or sqrtn divided with DivNoNan by the row's total weight (its entry count unweighted) or the root of its squares.
+    The node becomes the last op, under its own name. True if done (not inside a function)."""
+    from tensorflow.core.framework import types_pb2
+    data = [i for i in node.input if not i.startswith("^")]
+    combiner = node.attr["combiner"].s if "combiner" in node.attr else b"mean"
+    if scope.in_function or len(data) != 5 or "T" not in node.attr or combiner not in _SPARSE_SEGMENT:
+        return False
+    params, ids, rows, weights, num_rows = data
+    dtype = node.attr["T"].type
+    index_type = node.attr["Tidx"].type if "Tidx" in node.attr else types_pb2.DT_INT64
+    row_type = node.attr["Tsegmentids"].type if "Tsegmentids" in node.attr else types_pb2.DT_INT64
+    weighted = not _empty_vector(scope.producer(weights))
+    if node.op == "Retf>ResourceSafeEmbeddingLookupSparse":
+        read = scope.add(node.name + "/read", "ReadVariableOp", [params], node.device)
+        read.attr["dtype"].type = dtype
+        params = scope.output(read)
+    name = node.name + "/safe_embedding_lookup_sparse"
+
+    def compare(base, op, vector, zero, vector_type):
+        compared = scope.add(name + "/" + base, op, [vector, scope.add_constant(name + "/" + base + "/zero", zero,
+                                                                                vector_type, node.device)],
+                             node.device)
+        compared.attr["T"].type = vector_type
+        return scope.output(compared)
+
+    kept = compare("valid_ids", "GreaterEqual", ids, 0, index_type)
+    if weighted and combiner != b"sum":
+        both = scope.add(name + "/valid", "LogicalAnd", [kept, compare("valid_weights", "Greater", weights, 0.0,
+                                                                       dtype)], node.device)
+        kept = scope.output(both)
+    where = scope.add(name + "/where", "Where", [kept], node.device)
+    where.attr["T"].type = types_pb2.DT_BOOL
+    positions = scope.add(name + "/positions", "Squeeze", [scope.output(where)], node.device)
+    positions.attr["T"].type = types_pb2.DT_INT64
+    positions.attr["squeeze_dims"].list.i.append(1)
+    axis = scope.add_constant(name + "/axis", 0, types_pb2.DT_INT32, node.device)
+
+    def gather(base, vector, indices, vector_type, indices_type):
+        gathered = scope.add(name + "/" + base, "GatherV2", [vector, indices, axis], node.device)
+        gathered.attr["Tparams"].type, gathered.attr["Tindices"].type = vector_type, indices_type
+        gathered.attr["Taxis"].type = types_pb2.DT_INT32
+        return scope.output(gathered)
+
+    kept_ids = gather("kept_ids", ids, scope.output(positions), index_type, types_pb2.DT_INT64)
+    kept_rows = gather("kept_rows", rows, scope.output(positions), row_type, types_pb2.DT_INT64)
+    values = gather("rows", params, kept_ids, dtype, index_type)
+    if weighted:
+        column = _expand_rows(scope, node, name + "/weights",
+                              gather("kept_weights", weights, scope.output(positions), dtype, types_pb2.DT_INT64))
+        values = _typed(scope, name + "/mul", "Mul", [values, column], node)
+    else:
+        as_values = scope.add(name + "/as_values", "Cast", [kept_rows], node.device)
+        as_values.attr["SrcT"].type, as_values.attr["DstT"].type = row_type, dtype
+        ones = _typed(scope, name + "/ones", "OnesLike", [scope.output(as_values)], node)
+        column = _expand_rows(scope, node, name + "/weights", ones)
+
+    def segment_types(summed):
+        summed.attr["Tindices"].type, summed.attr["Tnumsegments"].type = row_type, types_pb2.DT_INT64
+
+    def row_sum(base, vector):
+        summed = scope.add(name + "/" + base, "UnsortedSegmentSum", [vector, kept_rows, num_rows], node.device)
+        summed.attr["T"].type = dtype
+        segment_types(summed)
+        return scope.output(summed)
+
+    if combiner == b"sum":
+        _become(node, "UnsortedSegmentSum", [values, kept_rows, num_rows])
+        segment_types(node)
+        return True
+    total = row_sum("row_sum", values)
+    if combiner == b"mean":
+        divisor = row_sum("weight_sum", column)
+    else:
+        squares = _typed(scope, name + "/squares", "Mul", [column, column], node)
+        divisor = _typed(scope, name + "/root", "Sqrt", [row_sum("squares_sum", squares)], node)
+    _become(node, "DivNoNan", [total, divisor])
+    return True
+
+
 _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: parse with tf.io.FixedLenFeature "
                               "and VarLenFeature only",
             "Retf>Moments": "in a function's body, whose readers name its outputs by argument; build the graph with "
@@ -556,6 +642,10 @@ _NO_FORM = {"ParseExampleV2": "ragged features, or keys that are not constants: 
                                           "the graph with RETF_FUSED_EMBEDDING=0",
             "Retf>ResourceEmbeddingLookupSparse": "in a function's body, whose readers name its output by argument; "
                                                   "build the graph with RETF_FUSED_EMBEDDING=0",
+            "Retf>SafeEmbeddingLookupSparse": "in a function's body, whose readers name its output by argument; build "
+                                              "the graph with RETF_FUSED_EMBEDDING=0",
+            "Retf>ResourceSafeEmbeddingLookupSparse": "in a function's body, whose readers name its output by "
+                                                      "argument; build the graph with RETF_FUSED_EMBEDDING=0",
             "Retf>GRURecurrence": "its gradient is in the graph; a SavedModel leaves the gradient out and a frozen graph "
                                   "has none, and those hold TF 1.15's loop in its place; or build the graph with "
                                   "RETF_FUSED_GRU=0"}
@@ -569,7 +659,9 @@ _REWRITES = dict([("ParseExampleV2", _parse_example_v1), ("SparseSegmentSumGrad"
                   ("Retf>LayerMoments", _layer_moments_ops),
                   ("Retf>LayerNormalize", lambda node, scope: _normalize_ops(node, scope, True)),
                   ("Retf>EmbeddingLookupSparse", _embedding_lookup_ops),
-                  ("Retf>ResourceEmbeddingLookupSparse", _embedding_lookup_ops)]
+                  ("Retf>ResourceEmbeddingLookupSparse", _embedding_lookup_ops),
+                  ("Retf>SafeEmbeddingLookupSparse", _safe_embedding_lookup_ops),
+                  ("Retf>ResourceSafeEmbeddingLookupSparse", _safe_embedding_lookup_ops)]
                  + [(op, _segment_ids_int32) for op in _SEGMENT_OPS])
 
 

@@ -37,15 +37,17 @@ def _contrib():
 
 
 def _route_embedding_lookups(v1):
-    """tf.nn.embedding_lookup_sparse, and the module function that safe_embedding_lookup_sparse (feature
-    columns, linear_model, tf.contrib.layers) calls, become retf's: the fused op for one 2-D table,
-    TensorFlow's own function for everything else."""
+    """tf.nn.embedding_lookup_sparse and tf.nn.safe_embedding_lookup_sparse, and the module functions of those
+    names that feature columns, linear_model and tf.contrib.layers call, become retf's: the fused ops for one 2-D
+    table, TensorFlow's own functions for everything else."""
     from tensorflow.python.ops import embedding_ops
 
     from retf import nn
     embedding_ops.embedding_lookup_sparse = nn.embedding_lookup_sparse
+    embedding_ops.safe_embedding_lookup_sparse = nn.safe_embedding_lookup_sparse
     for api in (v1, v1.compat.v1):
         api.nn.embedding_lookup_sparse = nn.embedding_lookup_sparse
+        api.nn.safe_embedding_lookup_sparse = nn.safe_embedding_lookup_sparse
 
 
 # DeepRec's optimizer names, provided in tf.train when the recipe sets [features] deeprec_api or deeprec_optimizers.
