@@ -29,7 +29,7 @@ def ops_python(request) -> str:
 
 def test_every_check_class_is_collected():
     assert {"SparseApplyAdamTest", "EmbeddingLookupSparseTest", "V1OptimizerTest", "KerasOptimizerTest",
-            "ThreadingTest", "LoaderTest", "SparseApplyAdagradTest", "SparseApplyFtrlTest", "SparseApplyAdagradDecayTest",
+            "SafeEmbeddingLookupSparseTest", "ThreadingTest", "LoaderTest", "SparseApplyAdagradTest", "SparseApplyFtrlTest", "SparseApplyAdagradDecayTest",
             "SparseApplyAdamAsyncTest", "FusedV1OptimizersTest", "DeepRecOptimizersTest", "EmbeddingVariableTest", "StagedTest",
             "IncrementalCheckpointTest"} <= set(op_check_classes())
     assert len(set(op_check_classes())) == len(op_check_classes()), "the runner needs one class per name"

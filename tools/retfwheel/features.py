@@ -71,8 +71,9 @@ FEATURES: tuple[Feature, ...] = (
             "tf.train.AdagradOptimizer and FtrlOptimizer apply sparse gradients in retf's fused kernels",
             "fused sparse Adagrad and FTRL"),
     Feature("fused_embedding", "RETF_FUSED_EMBEDDING", ON_OFF, "0", "api",
-            "tf.nn.embedding_lookup_sparse (so feature columns' embeddings) runs retf's fused lookup",
-            "fused tf.nn.embedding_lookup_sparse"),
+            "tf.nn.embedding_lookup_sparse and safe_embedding_lookup_sparse (so feature columns' embeddings) run "
+            "retf's fused lookups",
+            "fused tf.nn.embedding_lookup_sparse and safe_embedding_lookup_sparse"),
     Feature("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD", ON_OFF, "0", "api",
             "a small weight's MatMul gradient comes from retf's transposed product",
             "small weights' MatMul gradients in retf's transposed product"),
