@@ -1,4 +1,5 @@
-"""Fused sparse embedding lookup (retf) against tf.nn.embedding_lookup_sparse, same run.
+"""Fused sparse embedding lookup (retf) against tf.nn.embedding_lookup_sparse, same run; then the fused safe
+lookup against tf.nn.safe_embedding_lookup_sparse.
 
     python bench/bench_embedding.py   # a Python with TensorFlow and a built retf importable
 
@@ -6,6 +7,10 @@ Goal: forward + backward (the IndexedSlices gradient of the table) >= 2x faster 
 tf.nn.embedding_lookup_sparse at batch 4,096 x 26 slots x dim 16 from a 1M-row table.
 Both read the table as a resource variable. Median of timed steps after warm-up; the four steps
 of a case are timed in turns.
+
+The safe lookups (what every feature column's embedding calls): retf.nn.safe_embedding_lookup_sparse, one op and its
+gradient, against TensorFlow's function around retf's fused lookup (the 1.x API wheel without the safe op) and
+TensorFlow's function alone; the six steps of a case in turns.
 """
 
 import os
@@ -49,6 +54,57 @@ def steps(lookup, table, sp_ids, sp_weights, combiner):
     return forward, forward_backward
 
 
+def sequence_batch(rng, batch, length, vocab):
+    """A sequence column's ids, [batch, length, 1]: each example's history, of 0 to length ids, as
+    sequence_input_layer's lookups take them."""
+    lengths = rng.randint(0, length + 1, batch)
+    indices = np.array([[b, t, 0] for b in range(batch) for t in range(lengths[b])], np.int64).reshape(-1, 3)
+    ids = rng.randint(0, vocab, len(indices)).astype(np.int64)
+    return tf.SparseTensor(tf.constant(indices), tf.constant(ids), tf.constant([batch, length, 1], tf.int64)), None
+
+
+def pruned_batch(rng, batch, slots, vocab):
+    """A weighted column's ids and weights with what the safe lookup prunes: ids -1 and weights 0 in some slots."""
+    ids, weights = sparse_batch(rng, batch, slots, vocab, True)
+    values = ids.values.numpy()
+    values[rng.rand(len(values)) < 0.2] = -1
+    kept = weights.values.numpy()
+    kept[rng.rand(len(kept)) < 0.1] = 0.0
+    return (tf.SparseTensor(ids.indices, tf.constant(values), ids.dense_shape),
+            tf.SparseTensor(weights.indices, tf.constant(kept), weights.dense_shape))
+
+
+def tensorflows_safe_around_fused(*args, **kwargs):
+    """TensorFlow's safe_embedding_lookup_sparse with retf's fused lookup inside, as the 1.x API routes it without
+    the safe op."""
+    from tensorflow.python.ops import embedding_ops
+    module_lookup = embedding_ops.embedding_lookup_sparse
+    embedding_ops.embedding_lookup_sparse = retf.nn.embedding_lookup_sparse
+    try:
+        return retf.nn._STOCK_SAFE_LOOKUP(*args, **kwargs)
+    finally:
+        embedding_ops.embedding_lookup_sparse = module_lookup
+
+
+def safe_lookups(rng):
+    cases = [  # name, vocab, dim, combiner, the batch's ids and weights
+        ("DIN's history: 2,048 x 50 x 18 from 100k, mean", 100000, 18, "mean", sequence_batch(rng, 2048, 50, 100000)),
+        ("W&D's column: 2,048 x 1 x 64 from 10k, mean", 10000, 64, "mean", sparse_batch(rng, 2048, 1, 10000, False)),
+        ("4,096 x 8 x 16 from 100k, -1 ids, sqrtn, weighted", 100000, 16, "sqrtn", pruned_batch(rng, 4096, 8, 100000)),
+    ]
+    header = "{:<52} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}"
+    print("\nsafe_embedding_lookup_sparse: retf's op, TensorFlow's function around retf's lookup, TensorFlow's alone")
+    print(header.format("case", "fwd ms", "around", "tf", "f+b ms", "around", "tf"))
+    for name, vocab, dim, combiner, (sp_ids, sp_weights) in cases:
+        table = tf.Variable(rng.uniform(-1, 1, (vocab, dim)).astype(np.float32))
+        sides = [steps(lookup, table, sp_ids, sp_weights, combiner) for lookup in (
+            retf.nn.safe_embedding_lookup_sparse, tensorflows_safe_around_fused, retf.nn._STOCK_SAFE_LOOKUP)]
+        np.testing.assert_allclose(sides[0][0]().numpy(), sides[2][0]().numpy(), rtol=1e-5, atol=1e-5)
+        times = interleaved_medians([side[0] for side in sides] + [side[1] for side in sides], repeat=40)
+        print(header.format(name, *("%.2f" % (t * 1e3) for t in times[:3]), *("%.2f" % (t * 1e3) for t in times[3:])))
+        del table
+
+
 def main():
     rng = np.random.RandomState(0)
     cases = [  # name, vocab, dim, batch, slots, combiner, weighted
@@ -76,6 +132,7 @@ def main():
     name, ratio = verdicts[0]
     print("\n{}: forward + backward {:.1f}x faster (goal >= 2x: {})".format(name, ratio,
                                                                            "met" if ratio >= 2 else "MISSED"))
+    safe_lookups(rng)
 
 
 if __name__ == "__main__":
