@@ -114,8 +114,8 @@ Status CheckIds(const Tensor& ids, int64 num_rows) {
   return Status();
 }
 
-// The params table of a lookup: input 0 itself, or the tensor of the resource variable it names, read
-// under the variable's shared lock (held by *lock until it goes out of scope) instead of copied.
+// The params table of a lookup: input 0 itself, or the tensor of the resource variable it names, read in
+// place under the variable's shared lock, which this object holds until it goes out of scope.
 template <typename T, bool kResource>
 class LookupTable {
  public:
