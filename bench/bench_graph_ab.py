@@ -10,7 +10,8 @@ routed on both sides; both as one product over the concat; --change linear: the 
 linearity, as pair_dense_linear computes it, against one product whose gradients are routed; --change split:
 retf.train.AdamOptimizer's early decay of untouched rows, RETF_SPLIT_DENSE_ADAM=1; --change safe: feature columns'
 safe_embedding_lookup_sparse as retf's one fused op, against TensorFlow's function around retf's fused lookup, as
-fused_embedding routed it before the safe op), graph B without it, each in
+fused_embedding routed it before the safe op; --change bias: the dense layers' BiasAddGrad on retf's kernel, as
+fast_bias_grad labels it, against TensorFlow's), graph B without it, each in
 its own session on the same data (--batch-size replaces the model's batch). Then it runs blocks of 20 steps, A
 and B in turns (the order flipping every block), and prints the median step time of each and the median of the
 per-block ratio B/A: above 1, the change is faster. Between processes
@@ -42,7 +43,7 @@ MODEL_INPUTS = {"din": ("taobao", 512), "dien": ("taobao", 128), "dssm": ("taoba
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, choices=sorted(MODEL_INPUTS))
-    parser.add_argument("--change", required=True, choices=["concat", "dense", "linear", "safe", "split"])
+    parser.add_argument("--change", required=True, choices=["bias", "concat", "dense", "linear", "safe", "split"])
     parser.add_argument("--data", required=True, help="the model's CSV (bench_models.py writes them)")
     parser.add_argument("--blocks", type=int, default=24, help="blocks of %d steps per side" % BLOCK_STEPS)
     parser.add_argument("--batch-size", type=int, help="the batch (default: the model's, as bench_models.py runs it)")
@@ -84,6 +85,16 @@ def set_safe_lookup(on):
     embedding_ops.embedding_lookup_sparse = retf.nn.embedding_lookup_sparse
     embedding_ops.safe_embedding_lookup_sparse = (retf.nn.safe_embedding_lookup_sparse if on
                                                   else retf.nn._STOCK_SAFE_LOOKUP)
+
+
+def set_bias_gradients(on):
+    """BiasAddGrad on retf's kernel (fast_bias_grad's label) or TensorFlow's for the graphs built next."""
+    from tensorflow.python.ops import gen_nn_ops  # nn_grad reads the wrapper from it at each call
+
+    import retf.ops
+    retf.ops.route_bias_gradients()
+    if not on:
+        gen_nn_ops.bias_add_grad = gen_nn_ops.bias_add_grad.original
 
 
 def without_route(function, routes):
@@ -134,6 +145,8 @@ def main():
                 registry["MatMul"]["type"] = without_route(registry["MatMul"]["type"], ("pair dense",))
         elif args.change == "safe":
             set_safe_lookup(on)
+        elif args.change == "bias":
+            set_bias_gradients(on)
         else:
             set_concat_routing(True)
             os.environ["RETF_SPLIT_DENSE_ADAM"] = "1" if on else "0"

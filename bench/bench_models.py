@@ -24,8 +24,8 @@ optimizer on three sides (--sides):
                       DIN's activation-unit concat gradient in one retf kernel and its dense layer by the
                       pieces' linearity, tf.nn.dynamic_rnn's GRUCell loops in one retf kernel, small batch
                       products of tf.matmul in retf's kernel, Keras's LayerNormalization in TF 1.15's moments
-                      form, batch and layer normalization in retf's kernels, DecodeCSV in retf's kernel, large
-                      blocks kept by the CPU allocator, and the recipe's runtime defaults (none)
+                      form, batch and layer normalization in retf's kernels, DecodeCSV and BiasAddGrad in retf's
+                      kernels, large blocks kept by the CPU allocator, and the recipe's runtime defaults (none)
   wheel, BFC off/on   (--sides ...,nobfc or bfc) the wheel's defaults but TensorFlow's own CPU
                       allocator, or the BFC allocator: the evidence for a runtime default
   wheel, fused / TF's lookups (--sides ...,emb or noemb) the wheel's defaults with RETF_FUSED_EMBEDDING=1 or 0:
@@ -42,6 +42,8 @@ optimizer on three sides (--sides):
   wheel, retf / TF's GRU loop (--sides ...,gru or nogru): RETF_FUSED_GRU=1 or 0, the evidence for fused_gru
   wheel, retf / TF's batch products (--sides ...,bmm or nobmm): RETF_SMALL_BATCH_MATMUL=1 or 0, the evidence
                       for small_batch_matmul
+  wheel, retf / TF's BiasAddGrad (--sides ...,bias or nobias): RETF_FAST_BIAS_GRAD=1 or 0, the evidence for
+                      fast_bias_grad
   wheel, moments / fused LayerNormalization (--sides ...,lnm or nolnm): RETF_LAYER_NORM_MOMENTS=1 or 0, the evidence
                       for layer_norm_moments
   wheel, Adam split / one pass (--sides ...,split or nosplit): RETF_SPLIT_DENSE_ADAM=1 or 0, whether
@@ -151,7 +153,7 @@ def prepare_wheel(work):
 
 SIDES = ("tf115", "stock", "wheel", "nobfc", "bfc", "emb", "noemb", "mmg", "nommg", "csv", "nocsv", "blocks", "noblocks",
          "cat", "nocat", "pdl", "nopdl", "gru", "nogru", "bmm", "nobmm", "lnm", "nolnm", "split", "nosplit", "xla115", "xla", "jit115", "jit",
-         "ev", "mmap", "keepheap", "keeppages", "onednn", "bnm", "nobnm", "lnk", "nolnk")
+         "ev", "mmap", "keepheap", "keeppages", "onednn", "bnm", "nobnm", "lnk", "nolnk", "bias", "nobias")
 # XLA auto-clustering of every op the CPU can compile (TF 1.15 and 2.x read the same flags); jit_scope instead marks
 # the model's own ops (bench/models/common.py --xla-jit-scope)
 XLA_AUTO = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}
@@ -367,6 +369,8 @@ def main():
              "nogru": Side("wheel, TF's GRU loop", V1_RECIPE, venv, {"RETF_FUSED_GRU": "0"}),
              "bmm": Side("wheel, retf batch products", V1_RECIPE, venv, {"RETF_SMALL_BATCH_MATMUL": "1"}),
              "nobmm": Side("wheel, TF's batch products", V1_RECIPE, venv, {"RETF_SMALL_BATCH_MATMUL": "0"}),
+             "bias": Side("wheel, retf BiasAddGrad", V1_RECIPE, venv, {"RETF_FAST_BIAS_GRAD": "1"}),
+             "nobias": Side("wheel, TF's BiasAddGrad", V1_RECIPE, venv, {"RETF_FAST_BIAS_GRAD": "0"}),
              "lnm": Side("wheel, moments LayerNormalization", V1_RECIPE, venv, {"RETF_LAYER_NORM_MOMENTS": "1"}),
              "nolnm": Side("wheel, fused LayerNormalization", V1_RECIPE, venv, {"RETF_LAYER_NORM_MOMENTS": "0"}),
              "split": Side("wheel, Adam split", V1_RECIPE, venv, {"RETF_SPLIT_DENSE_ADAM": "1"}),

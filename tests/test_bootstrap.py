@@ -512,7 +512,7 @@ SWITCHES = [("fused_sparse", "RETF_FUSED_SPARSE"), ("fused_embedding", "RETF_FUS
             ("large_block_allocator", "RETF_LARGE_BLOCK_ALLOCATOR"), ("fused_concat_grad", "RETF_FUSED_CONCAT_GRAD"),
             ("fused_gru", "RETF_FUSED_GRU"), ("small_batch_matmul", "RETF_SMALL_BATCH_MATMUL"),
             ("pair_dense_linear", "RETF_PAIR_DENSE_LINEAR"), ("batch_moments", "RETF_BATCH_MOMENTS"),
-            ("layer_norm_kernels", "RETF_LAYER_NORM_KERNELS")]
+            ("layer_norm_kernels", "RETF_LAYER_NORM_KERNELS"), ("fast_bias_grad", "RETF_FAST_BIAS_GRAD")]
 # The switches whose values keep to TensorFlow's own ops: the op library being off changes nothing.
 OPS_FREE_SWITCHES = [("layer_norm_moments", "RETF_LAYER_NORM_MOMENTS")]
 

@@ -619,29 +619,35 @@ from tensorflow._retf import tf115_export
 steps = tf.placeholder(tf.float32, [None, 10, 8], name="steps")
 scores = tf.matmul(steps, tf.layers.dense(steps, 8), transpose_b=True)
 output = tf.reduce_sum(tf.matmul(tf.nn.softmax(scores), steps), axis=1)
+train = tf.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(output))
 folder = tempfile.mkdtemp() + "/saved_model"
 with tf.Session() as session:
     session.run(tf.global_variables_initializer())
-    session.run(output, {steps: [[[0.5] * 8] * 10] * 2})
+    session.run([output, train], {steps: [[[0.5] * 8] * 10] * 2})
     tf.saved_model.simple_save(session, folder, {"steps": steps}, {"output": output})
-    labels = [n.attr["_kernel"].s.decode() for n in session.graph_def.node if n.op == "BatchMatMulV2"]
-print(json.dumps({"labels": labels, "check": tf115_export.check(folder)}))
+    nodes = session.graph_def.node
+    labels = [n.attr["_kernel"].s.decode() for n in nodes if n.op == "BatchMatMulV2" and "gradients" not in n.name]
+    bias_labels = [n.attr["_kernel"].s.decode() for n in nodes if n.op == "BiasAddGrad"]
+print(json.dumps({"labels": labels, "bias_labels": bias_labels, "check": tf115_export.check(folder)}))
 """
 
 
 def test_exports_leave_out_retfs_kernel_label_unless_switched_off(v1_venv):
-    """tf.matmul's batch products carry retf's kernel label in the graph (small_batch_matmul); the SavedModel leaves
-    it out, so TF 1.15 runs them on its own kernel, and RETF_TF115_EXPORTS=0 keeps it, which the check names. Where
-    oneDNN's graph rewrite runs (TF_ENABLE_ONEDNN_OPTS=1), which stops the process at a labelled node, the products
-    keep TensorFlow's op unlabelled and run."""
+    """tf.matmul's batch products (small_batch_matmul) and the dense layer's bias gradient (fast_bias_grad) carry
+    retf's kernel label in the graph; the SavedModel leaves it out, so TF 1.15 runs them on its own kernels, and
+    RETF_TF115_EXPORTS=0 keeps it, which the check names. Where oneDNN's graph rewrite runs (TF_ENABLE_ONEDNN_OPTS=1),
+    which stops the process at a labelled node, they keep TensorFlow's ops unlabelled and run."""
     recipe = RECIPES / "emulated-py36-tf1api.toml"
-    rewritten, kept, stock, onednn = run_in_each(recipe, v1_venv, ATTENTION_EXPORT, {}, {"RETF_TF115_EXPORTS": "0"},
-                                                 {"RETF_SMALL_BATCH_MATMUL": "0"}, {"TF_ENABLE_ONEDNN_OPTS": "1"})
-    assert rewritten["labels"] == ["retf", "retf"] and rewritten["check"] == [], rewritten
-    assert len(kept["check"]) == 1 and "op BatchMatMulV2" in kept["check"][0], kept["check"]
-    assert 'kernel label "retf"' in kept["check"][0] and "export it again" in kept["check"][0]
-    assert stock["labels"] == ["", ""] and stock["check"] == []
-    assert onednn["labels"] == ["", ""] and onednn["check"] == []
+    rewritten, kept, stock, onednn = run_in_each(
+        recipe, v1_venv, ATTENTION_EXPORT, {}, {"RETF_TF115_EXPORTS": "0"},
+        {"RETF_SMALL_BATCH_MATMUL": "0", "RETF_FAST_BIAS_GRAD": "0"}, {"TF_ENABLE_ONEDNN_OPTS": "1"})
+    assert rewritten["labels"] == ["retf", "retf"] and rewritten["bias_labels"] == ["retf"], rewritten
+    assert rewritten["check"] == [], rewritten
+    named = sorted(kept["check"])
+    assert len(named) == 2 and "op BatchMatMulV2" in named[0] and "op BiasAddGrad" in named[1], named
+    assert all('kernel label "retf"' in line and "export it again" in line for line in named)
+    assert stock["labels"] == ["", ""] and stock["bias_labels"] == [""] and stock["check"] == []
+    assert onednn["labels"] == ["", ""] and onednn["bias_labels"] == [""] and onednn["check"] == []
 
 
 LAYER_NORM_FORMS = """

@@ -109,6 +109,10 @@ FEATURES: tuple[Feature, ...] = (
     Feature("fast_decode_csv", "RETF_FAST_DECODE_CSV", ON_OFF, "0", "api",
             "DecodeCSV (tf.decode_csv, in tf.data functions too) runs retf's kernel: TensorFlow's results, faster",
             "DecodeCSV in retf's kernel"),
+    Feature("fast_bias_grad", "RETF_FAST_BIAS_GRAD", ON_OFF, "0", "api",
+            "BiasAddGrad (the bias gradient of tf.layers.dense, Keras's Dense and tf.nn.bias_add) runs retf's kernel: "
+            "TensorFlow's column sums in one pass over the rows",
+            "BiasAddGrad in retf's kernel"),
     Feature("large_block_allocator", "RETF_LARGE_BLOCK_ALLOCATOR", ON_OFF, "0", "ops",
             "TensorFlow's CPU allocator keeps freed blocks of 1 MiB or more for reuse (retf's large-block allocator)",
             "TensorFlow's CPU allocator keeps large blocks"),

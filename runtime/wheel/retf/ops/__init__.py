@@ -13,6 +13,8 @@ ops' gradients with TensorFlow, once per process.
   route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul;
   route_pair_dense_products, a dense layer over such a concat of a repeated query by its pieces' linearity.
 - ``batch_matmul``: route_batch_matmul, retf's kernel for small batch products of tf.matmul.
+- ``bias``: route_bias_gradients, retf's kernel for BiasAddGrad (a bias's gradient, the column sums of its layer's
+  output gradient).
 - ``moments``: moments and batch_normalize (a matrix's batch normalization), layer_moments and layer_normalize (a
   layer normalization of a matrix's rows), and route_batch_moments and route_layer_moments into tf.nn.moments and
   tf.nn.batch_normalization.
@@ -26,6 +28,7 @@ from retf.ops.adagrad_ftrl import sparse_apply_adagrad, sparse_apply_adagrad_dec
 from retf.ops.adam import adam_decay_untouched, sparse_apply_adam, sparse_apply_adam_async, sparse_apply_adam_dense
 from retf.ops.allocator import use_large_block_allocator
 from retf.ops.batch_matmul import BATCH_MATMUL_LABEL, labels_for_retf, route_batch_matmul
+from retf.ops.bias import BIAS_ADD_GRAD_LABEL, bias_gradient_takes_retf, route_bias_gradients
 from retf.ops.decode_csv import DECODE_CSV_LABEL, use_fast_decode_csv
 from retf.ops.embedding import (
     EMBEDDING_LOOKUP_SPARSE,
@@ -69,6 +72,7 @@ from retf.ops.pair_concat import (
 
 __all__ = [
     "BATCH_MATMUL_LABEL",
+    "BIAS_ADD_GRAD_LABEL",
     "DECODE_CSV_LABEL",
     "EMBEDDING_LOOKUP_SPARSE",
     "GRU_RECURRENCE",
@@ -81,6 +85,7 @@ __all__ = [
     "WEIGHT_GRADIENT_MAX_VALUES",
     "adam_decay_untouched",
     "batch_normalize",
+    "bias_gradient_takes_retf",
     "embedding_lookup_sparse",
     "embedding_lookup_sparse_grad",
     "gru_recurrence",
@@ -93,6 +98,7 @@ __all__ = [
     "repeated_pair_grad",
     "route_batch_matmul",
     "route_batch_moments",
+    "route_bias_gradients",
     "route_dynamic_rnn",
     "route_layer_moments",
     "route_pair_concat_gradients",

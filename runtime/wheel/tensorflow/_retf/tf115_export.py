@@ -50,8 +50,9 @@ _RETF_SWITCHES = (
     ("Retf>LayerMoments", "build the graph with RETF_LAYER_NORM_KERNELS=0"),
     ("Retf>LayerNormalize", "build the graph with RETF_LAYER_NORM_KERNELS=0"),
 )
-# The kernel label of retf's kernels for TensorFlow's own ops (BatchMatMulV2 under small_batch_matmul, DecodeCSV under a
-# graph's own label map): the nodes are TensorFlow's, which TF 1.15 runs on its kernels once the label is gone.
+# The kernel label of retf's kernels for TensorFlow's own ops (BatchMatMulV2 under small_batch_matmul, BiasAddGrad under
+# fast_bias_grad, DecodeCSV under a graph's own label map): the nodes are TensorFlow's, which TF 1.15 runs on its kernels
+# once the label is gone.
 _RETF_KERNEL_LABEL = b"retf"
 # Collections a SavedModel's loader runs, besides its signatures and its saver.
 _SERVED_COLLECTIONS = ("saved_model_main_op", "legacy_init_op", "saved_model_train_op", "table_initializer",

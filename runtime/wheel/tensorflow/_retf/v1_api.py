@@ -275,6 +275,13 @@ def expose_v1_api(namespace, config):
             raise ImportError("tf.matmul: retf's batch product kernel needs the retf op library, which this build "
                               "does not ship ([ops] build = false in its recipe): %s; set RETF_SMALL_BATCH_MATMUL=0"
                               % error) from error
+    if switches.switch(config, "fast_bias_grad") == "1":
+        try:
+            from retf import ops
+            ops.route_bias_gradients()
+        except ImportError as error:
+            raise ImportError("BiasAddGrad: retf's kernel needs the retf op library, which this build does not ship "
+                              "([ops] build = false in its recipe): %s; set RETF_FAST_BIAS_GRAD=0" % error) from error
     if switches.switch(config, "batch_moments") == "1":
         try:
             from retf import ops
