@@ -106,7 +106,8 @@ def without_route(function, routes):
 
 
 def build(model, inputs, data, batch):
-    """A session, its fetches and the graph's retf op types, for one training graph of model."""
+    """A session, its fetches and the graph's retf op types (and TensorFlow's ops labelled for retf's kernels, as
+"Op:retf"), for one training graph of model."""
     graph = tf.Graph()
     with graph.as_default():
         tf.set_random_seed(1)
@@ -116,7 +117,9 @@ def build(model, inputs, data, batch):
                          for name, logit in tasks.items()])
         optimizer, _ = common.optimizer("adam", 0.001)
         train = optimizer.minimize(loss, global_step=tf.train.get_or_create_global_step())
-        types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")})
+        types = sorted({op.type for op in graph.get_operations() if op.type.startswith("Retf>")}
+                       | {op.type + ":retf" for op in graph.get_operations()
+                          if op.node_def.attr["_kernel"].s == b"retf"})
         session = tf.Session(graph=graph)
         session.run([tf.global_variables_initializer(), tf.local_variables_initializer(), tf.tables_initializer()])
     return session, [loss, train], types
