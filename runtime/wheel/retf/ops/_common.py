@@ -1,5 +1,5 @@
-"""What the op families share: variables as the ops take them, the marks on routed gradient functions, and a
-handle on the op library TensorFlow loaded."""
+"""What the op families share: variables as the ops take them, the marks on routed gradient functions, the kernel
+label of retf's kernels for TensorFlow's own ops, and a handle on the op library TensorFlow loaded."""
 
 import tensorflow as tf
 
@@ -27,6 +27,22 @@ def _route(gradient, original, route):
     gradient.original = original
     gradient.route = route
     return gradient
+
+
+def _label_for_retf(op, label, takes):
+    """Give op, a node of TensorFlow's own op, the kernel label that selects retf's kernel for it if takes(op) and it
+    has no label yet; whether it did. A label the graph set itself (graph._kernel_label_map) stays."""
+    from tensorflow.core.framework import attr_value_pb2
+
+    try:
+        op.get_attr("_kernel")
+        return False
+    except ValueError:
+        pass
+    if not takes(op):
+        return False
+    op._set_attr("_kernel", attr_value_pb2.AttrValue(s=label.encode()))
+    return True
 
 
 def _routed(function, route):

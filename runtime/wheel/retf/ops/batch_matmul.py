@@ -7,6 +7,7 @@ import os
 import tensorflow as tf
 
 from retf._library import load_library
+from retf.ops._common import _label_for_retf
 
 # The kernel label under which retf's BatchMatMulV2 kernel is registered: a node with `_kernel: "retf"` runs it.
 BATCH_MATMUL_LABEL = "retf"
@@ -24,17 +25,7 @@ def labels_for_retf(op):
 
 def label_batch_product(op):
     """Give op retf's kernel label if labels_for_retf(op) and it has no label yet; whether it did."""
-    from tensorflow.core.framework import attr_value_pb2
-
-    try:
-        op.get_attr("_kernel")
-        return False  # a label of the graph's own (graph._kernel_label_map) stays
-    except ValueError:
-        pass
-    if not labels_for_retf(op):
-        return False
-    op._set_attr("_kernel", attr_value_pb2.AttrValue(s=BATCH_MATMUL_LABEL.encode()))
-    return True
+    return _label_for_retf(op, BATCH_MATMUL_LABEL, labels_for_retf)
 
 
 def routed_batch_mat_mul_v2(original):

@@ -6,6 +6,7 @@ in memory; retf's streams the rows once (ops/cc/kernels/bias_add_grad_kernels.cc
 import tensorflow as tf
 
 from retf._library import load_library
+from retf.ops._common import _label_for_retf
 from retf.ops.batch_matmul import onednn_rewrites_graphs
 
 # The kernel label under which retf's BiasAddGrad kernel is registered: a node with `_kernel: "retf"` runs it.
@@ -22,17 +23,7 @@ def bias_gradient_takes_retf(op):
 
 def label_bias_gradient(op):
     """Give op retf's kernel label if bias_gradient_takes_retf(op) and it has no label yet; whether it did."""
-    from tensorflow.core.framework import attr_value_pb2
-
-    try:
-        op.get_attr("_kernel")
-        return False  # a label of the graph's own (graph._kernel_label_map) stays
-    except ValueError:
-        pass
-    if not bias_gradient_takes_retf(op):
-        return False
-    op._set_attr("_kernel", attr_value_pb2.AttrValue(s=BIAS_ADD_GRAD_LABEL.encode()))
-    return True
+    return _label_for_retf(op, BIAS_ADD_GRAD_LABEL, bias_gradient_takes_retf)
 
 
 def routed_bias_add_grad(original):
