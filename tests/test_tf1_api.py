@@ -646,9 +646,9 @@ def test_exports_leave_out_retfs_kernel_label_unless_switched_off(v1_venv):
         {"RETF_SMALL_BATCH_MATMUL": "0", "RETF_FAST_BIAS_GRAD": "0"}, {"TF_ENABLE_ONEDNN_OPTS": "1"})
     assert rewritten["labels"] == ["retf", "retf"] and rewritten["bias_labels"] == ["retf"], rewritten
     assert rewritten["check"] == [], rewritten
-    named = sorted(kept["check"])
-    assert len(named) == 2 and "op BatchMatMulV2" in named[0] and "op BiasAddGrad" in named[1], named
-    assert all('kernel label "retf"' in line and "export it again" in line for line in named)
+    named = sorted(line for line in kept["check"] if 'kernel label "retf"' in line)  # besides the weight gradients' op
+    assert len(named) == 2 and "op BatchMatMulV2" in named[0] and "op BiasAddGrad" in named[1], kept["check"]
+    assert all("export it again" in line for line in named)
     assert stock["labels"] == ["", ""] and stock["bias_labels"] == [""] and stock["check"] == []
     assert onednn["labels"] == ["", ""] and onednn["bias_labels"] == [""] and onednn["check"] == []
 

