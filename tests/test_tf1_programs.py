@@ -466,8 +466,8 @@ def _amd_with_avx512() -> bool:
 
 
 # On an AMD EPYC with AVX-512 the wheel resuming TF 1.15.5's DLRM checkpoint leaves the writer's losses from the
-# third step after the save (1.7e-5 to 1.4e-4 relative), with retf's weight and bias gradients off; it trains the six
-# steps unbroken to TF 1.15.5's losses, and TF 1.15.5 resumes its own checkpoint bit for bit. Open: strict, so a fix
+# third step after the save (1.7e-5 to 1.4e-4 relative), with retf's weight and bias gradients off; unbroken it trains
+# to TF 1.15.5's losses within 1e-7, and TF 1.15.5 resumes its own checkpoint bit for bit. Open: strict, so a fix
 # shows as a failure here.
 RESUME_DIVERGES = pytest.mark.xfail(_amd_with_avx512(), strict=True,
                                     reason="the wheel resuming TF 1.15.5's DLRM checkpoint diverges on AMD AVX-512")
