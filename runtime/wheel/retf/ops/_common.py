@@ -1,5 +1,8 @@
 """What the op families share: variables as the ops take them, the marks on routed gradient functions, the kernel
-label of retf's kernels for TensorFlow's own ops, and a handle on the op library TensorFlow loaded."""
+label of retf's kernels for TensorFlow's own ops and whether oneDNN's graph rewrite would stop at it, and a handle on
+the op library TensorFlow loaded."""
+
+import os
 
 import tensorflow as tf
 
@@ -43,6 +46,21 @@ def _label_for_retf(op, label, takes):
         return False
     op._set_attr("_kernel", attr_value_pb2.AttrValue(s=label.encode()))
     return True
+
+def onednn_rewrites_graphs():
+    """Whether TensorFlow's oneDNN graph rewrite runs in this process: it replaces BatchMatMulV2 with oneDNN's op and
+    stops the process at a node that carries another kernel label. TF_ENABLE_ONEDNN_OPTS=1 turns it on; TensorFlow
+    2.9 and later turn it on by default on CPUs with AVX-512 VNNI or BF16, which IsMklEnabled reports."""
+    value = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower()
+    if value in ("1", "true"):
+        return True
+    if value in ("0", "false"):
+        return False
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return False
 
 
 def _routed(function, route):

@@ -2,12 +2,10 @@
 products tf.matmul builds in a graph (attention's scores and weighted sums, and their gradients) carry the
 kernel label that selects it, and the kernel hands products of larger matrices to TensorFlow's own."""
 
-import os
-
 import tensorflow as tf
 
 from retf._library import load_library
-from retf.ops._common import _label_for_retf
+from retf.ops._common import _label_for_retf, onednn_rewrites_graphs
 
 # The kernel label under which retf's BatchMatMulV2 kernel is registered: a node with `_kernel: "retf"` runs it.
 BATCH_MATMUL_LABEL = "retf"
@@ -40,22 +38,6 @@ def routed_batch_mat_mul_v2(original):
 
     batch_mat_mul_v2.original = original
     return batch_mat_mul_v2
-
-
-def onednn_rewrites_graphs():
-    """Whether TensorFlow's oneDNN graph rewrite runs in this process: it replaces BatchMatMulV2 with oneDNN's op and
-    stops the process at a node that carries another kernel label. TF_ENABLE_ONEDNN_OPTS=1 turns it on; TensorFlow
-    2.9 and later turn it on by default on CPUs with AVX-512 VNNI or BF16, which IsMklEnabled reports."""
-    value = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower()
-    if value in ("1", "true"):
-        return True
-    if value in ("0", "false"):
-        return False
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-        return bool(_pywrap_util_port.IsMklEnabled())
-    except (ImportError, AttributeError):
-        return False
 
 
 def route_batch_matmul():

@@ -6,8 +6,7 @@ in memory; retf's streams the rows once (ops/cc/kernels/bias_add_grad_kernels.cc
 import tensorflow as tf
 
 from retf._library import load_library
-from retf.ops._common import _label_for_retf
-from retf.ops.batch_matmul import onednn_rewrites_graphs
+from retf.ops._common import _label_for_retf, onednn_rewrites_graphs
 
 # The kernel label under which retf's BiasAddGrad kernel is registered: a node with `_kernel: "retf"` runs it.
 BIAS_ADD_GRAD_LABEL = "retf"
