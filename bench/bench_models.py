@@ -6,9 +6,9 @@
     python bench/bench_models.py --models deepfm --optimizers adam,lazyadam --profile   # also trace, top ops
 
 Runs bench/models/*.py unchanged (TF 1.x programs: W&D, DeepFM, DLRM, DCN, DCN-V2 on Criteo-format
-data; DSSM, MMoE, DIN, DIEN on Taobao-like data), and bench/public/'s W&D, DeepFM, DLRM, MMoE, DSSM, DIN,
-DIEN and BST as public model zoos write them (wide_deep_public, deepfm_public, dlrm_public, mmoe_public,
-dssm_public, din_public, dien_public, bst_public: each recipe's own optimizers, under `adam`), with each
+data; DSSM, MMoE, DIN, DIEN on Taobao-like data), and bench/public/'s W&D, DeepFM, DLRM, DCN-V2, MMoE, DSSM,
+DIN, DIEN and BST as public model zoos write them (wide_deep_public, deepfm_public, dlrm_public, dcnv2_public,
+mmoe_public, dssm_public, din_public, dien_public, bst_public: each recipe's own optimizers, under `adam`), with each
 optimizer on three sides (--sides):
   TF 1.15.5           `retfwheel run --recipe recipes/emulated-py36.toml`
   wheel, stock        the tf1api wheel in its kept env with TensorFlow's own behaviour: the move to
@@ -104,6 +104,7 @@ CATALOG = {
     "wide_deep_public": ("criteo", ["adam"]),
     "deepfm_public": ("criteo", ["adam"]),
     "dlrm_public": ("criteo", ["adam"]),
+    "dcnv2_public": ("criteo", ["adam"]),
     "mmoe_public": ("taobao", ["adam"]),
     "dssm_public": ("taobao", ["adam"]),
     "din_public": ("taobao", ["adam"]),
@@ -113,6 +114,7 @@ CATALOG = {
 PUBLIC = {"wide_deep_public": REPO / "bench" / "public" / "wide_and_deep.py",
           "deepfm_public": REPO / "bench" / "public" / "deepfm.py",
           "dlrm_public": REPO / "bench" / "public" / "dlrm.py",
+          "dcnv2_public": REPO / "bench" / "public" / "dcnv2.py",
           "mmoe_public": REPO / "bench" / "public" / "mmoe.py",
           "dssm_public": REPO / "bench" / "public" / "dssm.py",
           "din_public": REPO / "bench" / "public" / "din.py",
