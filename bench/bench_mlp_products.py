@@ -29,6 +29,7 @@ MODELS = {
     "wide_deep_public": [(2048, 2189, [1024, 512, 256, 1])],  # 26 embeddings of 64 or 128 + 13 numerics
     "deepfm_public": [(2048, 429, [1024, 256, 32]), (2048, 34, [128, 64, 1])],  # deep MLP, then the final one
     "dlrm_public": [(512, 13, [512, 256, 64, 16]), (512, 432, [512, 256, 1])],  # bottom MLP; top over the cat
+    "dcnv2_public": [(512, 2189, [1024, 512, 256, 1]), (512, 2189, [2189, 2189, 1])],  # the MLP; the cross layers
     "wide_deep": [(1024, 429, [1024, 512, 256, 1])],
     "dcnv2": [(1024, 429, [429, 429, 429, 1024, 512, 256, 1])],
 }
