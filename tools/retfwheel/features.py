@@ -75,8 +75,9 @@ FEATURES: tuple[Feature, ...] = (
             "retf's fused lookups",
             "fused tf.nn.embedding_lookup_sparse and safe_embedding_lookup_sparse"),
     Feature("fused_matmul_grad", "RETF_FUSED_MATMUL_GRAD", ON_OFF, "0", "api",
-            "a small weight's MatMul gradient comes from retf's transposed product",
-            "small weights' MatMul gradients in retf's transposed product"),
+            "a small weight's MatMul gradient comes from retf's transposed product, and a wide input's gradient at a "
+            "batch of at most half its width from the swapped product's transpose",
+            "small weights' MatMul gradients in retf's transposed product, wide inputs' at small batches swapped"),
     Feature("fused_concat_grad", "RETF_FUSED_CONCAT_GRAD", ON_OFF, "0", "api",
             "the gradient of a concat of x, y, x - y and x * y (DIN's activation unit) comes from one retf kernel",
             "DIN's activation-unit concat gradient in one retf kernel"),

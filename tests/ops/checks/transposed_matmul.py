@@ -149,6 +149,61 @@ class WeightGradientRoutingTest(unittest.TestCase):
         self.assertEqual(self.gradients((limit // 128, 128))[0], ["Retf>TransposedMatMul"])
         self.assertEqual(self.gradients((limit // 128 + 1, 128))[0], [])
 
+    def input_gradients(self, width, batch, static_batch):
+        """(op types of the graph, x's gradient) for sum(sin(x @ w)), x [batch, width], w [width, 8]."""
+        rng = np.random.RandomState(26)
+        feed = rng.uniform(-1, 1, (batch, width)).astype(np.float32)
+        with tf.Graph().as_default() as graph:
+            x = tf.compat.v1.placeholder(tf.float32, [batch if static_batch else None, width])
+            w = tf.Variable(rng.uniform(-1, 1, (width, 8)).astype(np.float32))
+            (grad_x,) = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(tf.linalg.matmul(x, w))), [x])
+            types = {op.type for op in graph.get_operations()}
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                return types, session.run(grad_x, {x: feed})
+
+    def test_a_wide_inputs_gradient_at_a_small_batch_is_the_swapped_product(self):
+        width = retf.ops.SWAPPED_INPUT_GRADIENT_MIN_COLUMNS + 44  # 300
+        for batch in (width // 2, width // 2 + 1, 7):
+            for static_batch in (True, False):
+                stock_types, stock = self.input_gradients(width, batch, static_batch)
+                self.assertTrue(retf.ops.route_weight_gradients())
+                types, routed = self.input_gradients(width, batch, static_batch)
+                self.entry["type"] = self.original
+                swapped = 2 * batch <= width
+                self.assertNotIn("Transpose", stock_types)
+                # Known batch: the graph holds the form it takes; unknown: a cond (its branches functions of their own
+                # under TF 2.x's control flow), and the step picks one.
+                if static_batch:
+                    self.assertEqual("Transpose" in types, swapped, batch)
+                self.assertEqual(bool(types & {"Switch", "If", "StatelessIf"}), not static_batch)
+                # Each value is a sum of 8 products of values in [-1, 1]: the two forms differ in their last bits.
+                np.testing.assert_allclose(routed, stock, rtol=0, atol=8 * 8 * np.finfo(np.float32).eps)
+                if not swapped:
+                    np.testing.assert_array_equal(routed, stock)
+
+    def test_narrow_inputs_and_loops_keep_tensorflows_input_gradient(self):
+        retf.ops.route_weight_gradients()
+        types, _ = self.input_gradients(retf.ops.SWAPPED_INPUT_GRADIENT_MIN_COLUMNS - 1, 4, True)
+        self.assertNotIn("Transpose", types)
+        # TF 1.x's loops (the 1.x API's), whose bodies' ops are the graph's own.
+        v2_loops = tf.compat.v1.control_flow_v2_enabled()
+        tf.compat.v1.disable_control_flow_v2()
+        try:
+            with tf.Graph().as_default() as graph:
+                w = tf.Variable(np.ones((400, 400), np.float32))
+                state = tf.compat.v1.placeholder(tf.float32, [1, 400])
+                _, out = tf.compat.v1.while_loop(lambda i, s: i < 3,
+                                                 lambda i, s: (i + 1, tf.tanh(tf.linalg.matmul(s, w))),
+                                                 [tf.constant(0), state])
+                tf.compat.v1.gradients(tf.reduce_sum(out), [state, w])
+                types = {op.type for op in graph.get_operations()}
+                self.assertIn("Enter", types)
+                self.assertNotIn("Transpose", types)
+        finally:
+            if v2_loops:
+                tf.compat.v1.enable_control_flow_v2()
+
     def second_order(self, x_feed, w_value):
         """The gradients, for w and x, of a penalty on the weight gradient of sum(sin(x @ w)) (as a gradient
         penalty builds them), and the graph's retf op types."""

@@ -8,7 +8,7 @@ ops' gradients with TensorFlow, once per process.
 - ``adagrad_ftrl``: sparse_apply_adagrad, sparse_apply_adagrad_decay, sparse_apply_ftrl.
 - ``embedding``: embedding_lookup_sparse and embedding_lookup_sparse_grad, its gradient; safe_embedding_lookup_sparse,
   which leaves out invalid ids and weights and zeroes empty rows.
-- ``matmul``: transposed_matmul, and route_weight_gradients into MatMul's gradient.
+- ``matmul``: transposed_matmul and input_gradient, and route_weight_gradients into MatMul's gradient.
 - ``pair_concat``: pair_concat_grad, pair_dense_input_grad, repeated_pair_grad, and
   route_pair_concat_gradients into the gradients of ConcatV2, MatMul, Tile, Sub and Mul;
   route_pair_dense_products, a dense layer over such a concat of a repeated query by its pieces' linearity.
@@ -41,7 +41,9 @@ from retf.ops.embedding import (
 )
 from retf.ops.gru import GRU_RECURRENCE, gru_recurrence, route_dynamic_rnn, routed_dynamic_rnn_loop
 from retf.ops.matmul import (
+    SWAPPED_INPUT_GRADIENT_MIN_COLUMNS,
     WEIGHT_GRADIENT_MAX_VALUES,
+    input_gradient,
     route_weight_gradients,
     routed_matmul_gradient,
     transposed_matmul,
@@ -82,6 +84,7 @@ __all__ = [
     "RESOURCE_EMBEDDING_LOOKUP_SPARSE",
     "RESOURCE_SAFE_EMBEDDING_LOOKUP_SPARSE",
     "SAFE_EMBEDDING_LOOKUP_SPARSE",
+    "SWAPPED_INPUT_GRADIENT_MIN_COLUMNS",
     "WEIGHT_GRADIENT_MAX_VALUES",
     "adam_decay_untouched",
     "batch_normalize",
@@ -89,6 +92,7 @@ __all__ = [
     "embedding_lookup_sparse",
     "embedding_lookup_sparse_grad",
     "gru_recurrence",
+    "input_gradient",
     "labels_for_retf",
     "layer_moments",
     "layer_normalize",

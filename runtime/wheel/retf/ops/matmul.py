@@ -1,5 +1,5 @@
-"""A dense layer's weight gradient, a^T b, summed in parallel over the batch; and its routing into MatMul's
-gradient for small weights."""
+"""A dense layer's weight gradient, a^T b, summed in parallel over the batch; and MatMul's routed gradient: small
+weights' gradients in that product, wide inputs' gradients at small batches as the swapped product's transpose."""
 
 import tensorflow as tf
 
@@ -32,14 +32,26 @@ def _transposed_matmul_gradient(op, grad):
 # so they keep TensorFlow's product (ops/README.md).
 WEIGHT_GRADIENT_MAX_VALUES = 32768
 
+# The input gradient g w^T of x @ w, [M, N] = [M, K] x [N, K]^T, where N (x's width) is at least twice M (the batch):
+# TensorFlow 2.6.2's product for that shape ran 1.0-4.5x slower than the same product swapped, (w g^T)^T, the
+# transpose included (bench/bench_matmul_forms.py, batches of 128 and 512, widths 429-2189); where N was below 2M
+# (every width at a batch of 2048) the swapped form lost (0.41-0.92x), and at 272 columns too (0.79x). Narrower inputs
+# keep TensorFlow's product at any batch.
+SWAPPED_INPUT_GRADIENT_MIN_COLUMNS = 384
 
-def _weight_gradient_applies(op):
-    """Whether op, a MatMul, is a float32 a @ w with w's shape known and small, on a CPU (or unplaced)."""
+
+def _routes(op):
+    """Whether op, a MatMul, is a float32 a @ w on a CPU (or unplaced) whose gradient routed_matmul_gradient builds."""
     if op.get_attr("transpose_a") or op.get_attr("transpose_b") or op.get_attr("T") != tf.float32:
         return False
     if "GPU" in getattr(op, "device", "").upper():  # a tape's recorded op (eager) has no device
         return False
-    if getattr(op, "skip_input_indices", None):  # a tape asking for one input's gradient only: TensorFlow's
+    return not getattr(op, "skip_input_indices", None)  # a tape asking for one input's gradient only: TensorFlow's
+
+
+def _weight_gradient_applies(op):
+    """Whether op, a MatMul, is a float32 a @ w with w's shape known and small, on a CPU (or unplaced)."""
+    if not _routes(op):
         return False
     weight = op.inputs[1].shape
     if weight.rank != 2 or not weight.is_fully_defined():
@@ -47,23 +59,49 @@ def _weight_gradient_applies(op):
     return int(weight[0]) * int(weight[1]) <= WEIGHT_GRADIENT_MAX_VALUES
 
 
+def input_gradient(grad, w):
+    """g w^T, x's gradient for x @ w: TensorFlow's product, or the transpose of w g^T where x's width is at least twice
+    the batch's rows (decided when the step runs where the batch is unknown until then). The two differ by float
+    rounding."""
+    columns = tf.compat.dimension_value(w.shape[0]) if w.shape.rank == 2 else None
+    if columns is None or columns < SWAPPED_INPUT_GRADIENT_MIN_COLUMNS:
+        return tf.linalg.matmul(grad, w, transpose_b=True)
+
+    def product():
+        return tf.linalg.matmul(grad, w, transpose_b=True)
+
+    def swapped():
+        return tf.transpose(tf.linalg.matmul(w, grad, transpose_b=True))
+
+    rows = tf.compat.dimension_value(grad.shape[0]) if grad.shape.rank == 2 else None
+    if rows is not None:  # known when the graph is built (and always in eager mode)
+        return swapped() if 2 * rows <= columns else product()
+    return tf.cond(2 * tf.shape(grad)[0] <= columns, swapped, product)
+
+
 def routed_matmul_gradient(original):
     """The gradient function for MatMul: original's, except that a small weight's gradient comes from
-    transposed_matmul (the input's gradient stays TensorFlow's MatMul)."""
+    transposed_matmul, and a wide input's gradient from input_gradient (outside loops: TensorFlow's own there)."""
 
     def gradient(op, grad):
-        if not _weight_gradient_applies(op):
+        if not _routes(op):
             return original(op, grad)
         a, w = op.inputs
-        grad_a = tf.linalg.matmul(grad, w, transpose_b=True)
-        return grad_a, transposed_matmul(a, grad)
+        small = _weight_gradient_applies(op)
+        in_loop = getattr(op, "_control_flow_context", None) is not None
+        if not small and in_loop:
+            return original(op, grad)
+        grad_a = tf.linalg.matmul(grad, w, transpose_b=True) if in_loop else input_gradient(grad, w)
+        grad_w = transposed_matmul(a, grad) if small else tf.linalg.matmul(a, grad, transpose_a=True)
+        return grad_a, grad_w
 
     return _route(gradient, original, "weights")
 
 
 def route_weight_gradients():
     """Make every MatMul gradient built from now on in this process take small weights' gradients from
-    transposed_matmul. Idempotent; returns whether it changed the registry."""
+    transposed_matmul and wide inputs' gradients from input_gradient. Idempotent; returns whether it changed the
+    registry."""
     from tensorflow.python.framework import ops as framework_ops  # the gradient registry has no public name
     entry = framework_ops._gradient_registry._registry["MatMul"]
     if _routed(entry["type"], "weights"):
