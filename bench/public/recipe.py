@@ -29,6 +29,15 @@ CATEGORICAL_COLUMNS = ["C%d" % i for i in range(1, 27)]
 LABEL_COLUMN = ["clicked"]
 TRAIN_DATA_COLUMNS = LABEL_COLUMN + CONTINUOUS_COLUMNS + CATEGORICAL_COLUMNS
 HASH_BUCKET_SIZE = 10000
+# The W&D and DCN-V2 recipes' embedding widths: 128 for these eight columns, 64 for the rest.
+WIDE_COLUMNS = {"C3", "C4", "C10", "C12", "C16", "C21", "C24", "C26"}
+# Min-max scaling by constants, as those recipes write their normalizer (this data's counts: Poisson, mean <= 50).
+NUMERIC_MIN = 0.0
+NUMERIC_RANGE = 120.0
+
+
+def minmaxscaler(col):
+    return (col - NUMERIC_MIN) / NUMERIC_RANGE
 
 
 class Model(object):

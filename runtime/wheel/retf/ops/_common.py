@@ -47,6 +47,7 @@ def _label_for_retf(op, label, takes):
     op._set_attr("_kernel", attr_value_pb2.AttrValue(s=label.encode()))
     return True
 
+
 def onednn_rewrites_graphs():
     """Whether TensorFlow's oneDNN graph rewrite runs in this process: it replaces BatchMatMulV2 with oneDNN's op and
     stops the process at a node that carries another kernel label. TF_ENABLE_ONEDNN_OPTS=1 turns it on; TensorFlow
