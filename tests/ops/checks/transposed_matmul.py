@@ -150,42 +150,54 @@ class WeightGradientRoutingTest(unittest.TestCase):
         self.assertEqual(self.gradients((limit // 128 + 1, 128))[0], [])
 
     def input_gradients(self, width, batch, static_batch):
-        """(op types of the graph, x's gradient) for sum(sin(x @ w)), x [batch, width], w [width, 8]."""
+        """(op types of the graph, x's gradient, the branch a cond took: 1 the swapped form, 0 TensorFlow's product,
+        None without a cond) for sum(sin(x @ w)), x [batch, width], w [width, 64], built with TF 1.x's control flow
+        (the 1.x API's), whose cond says which branch ran."""
         rng = np.random.RandomState(26)
         feed = rng.uniform(-1, 1, (batch, width)).astype(np.float32)
-        with tf.Graph().as_default() as graph:
-            x = tf.compat.v1.placeholder(tf.float32, [batch if static_batch else None, width])
-            w = tf.Variable(rng.uniform(-1, 1, (width, 8)).astype(np.float32))
-            (grad_x,) = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(tf.linalg.matmul(x, w))), [x])
-            types = {op.type for op in graph.get_operations()}
-            with tf.compat.v1.Session() as session:
-                session.run(tf.compat.v1.global_variables_initializer())
-                return types, session.run(grad_x, {x: feed})
+        v2_flow = tf.compat.v1.control_flow_v2_enabled()
+        tf.compat.v1.disable_control_flow_v2()
+        try:
+            with tf.Graph().as_default() as graph:
+                x = tf.compat.v1.placeholder(tf.float32, [batch if static_batch else None, width])
+                w = tf.Variable(rng.uniform(-1, 1, (width, 64)).astype(np.float32))
+                (grad_x,) = tf.compat.v1.gradients(tf.reduce_sum(tf.sin(tf.linalg.matmul(x, w))), [x])
+                merges = [op for op in graph.get_operations() if op.type == "Merge"]
+                types = {op.type for op in graph.get_operations()}
+                with tf.compat.v1.Session() as session:
+                    session.run(tf.compat.v1.global_variables_initializer())
+                    value, taken = session.run([grad_x, [op.outputs[1] for op in merges]], {x: feed})
+                    return types, value, (int(taken[0]) if len(taken) == 1 else None)
+        finally:
+            if v2_flow:
+                tf.compat.v1.enable_control_flow_v2()
 
     def test_a_wide_inputs_gradient_at_a_small_batch_is_the_swapped_product(self):
-        width = retf.ops.SWAPPED_INPUT_GRADIENT_MIN_COLUMNS + 44  # 300
+        width = retf.ops.SWAPPED_INPUT_GRADIENT_MIN_COLUMNS + 44  # 428
         for batch in (width // 2, width // 2 + 1, 7):
             for static_batch in (True, False):
-                stock_types, stock = self.input_gradients(width, batch, static_batch)
+                stock_types, stock, stock_taken = self.input_gradients(width, batch, static_batch)
                 self.assertTrue(retf.ops.route_weight_gradients())
-                types, routed = self.input_gradients(width, batch, static_batch)
+                types, routed, taken = self.input_gradients(width, batch, static_batch)
                 self.entry["type"] = self.original
                 swapped = 2 * batch <= width
                 self.assertNotIn("Transpose", stock_types)
-                # Known batch: the graph holds the form it takes; unknown: a cond (its branches functions of their own
-                # under TF 2.x's control flow), and the step picks one.
+                self.assertIsNone(stock_taken)
+                # Known batch: the graph holds the form it takes; unknown: a cond, and the step picks the form.
                 if static_batch:
                     self.assertEqual("Transpose" in types, swapped, batch)
-                self.assertEqual(bool(types & {"Switch", "If", "StatelessIf"}), not static_batch)
-                # Each value is a sum of 8 products of values in [-1, 1]: the two forms differ in their last bits.
-                np.testing.assert_allclose(routed, stock, rtol=0, atol=8 * 8 * np.finfo(np.float32).eps)
+                    self.assertIsNone(taken)
+                else:
+                    self.assertEqual(taken, int(swapped), batch)
+                # Each value is a sum of 64 products of values in [-1, 1]: the forms may differ in their last bits.
+                np.testing.assert_allclose(routed, stock, rtol=0, atol=64 * 64 * np.finfo(np.float32).eps)
                 if not swapped:
                     np.testing.assert_array_equal(routed, stock)
 
     def test_narrow_inputs_and_loops_keep_tensorflows_input_gradient(self):
         retf.ops.route_weight_gradients()
-        types, _ = self.input_gradients(retf.ops.SWAPPED_INPUT_GRADIENT_MIN_COLUMNS - 1, 4, True)
-        self.assertNotIn("Transpose", types)
+        types, _, taken = self.input_gradients(retf.ops.SWAPPED_INPUT_GRADIENT_MIN_COLUMNS - 1, 4, False)
+        self.assertEqual(("Transpose" in types, taken), (False, None))
         # TF 1.x's loops (the 1.x API's), whose bodies' ops are the graph's own.
         v2_loops = tf.compat.v1.control_flow_v2_enabled()
         tf.compat.v1.disable_control_flow_v2()

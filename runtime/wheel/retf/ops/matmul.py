@@ -63,12 +63,12 @@ def input_gradient(grad, w):
     """g w^T, x's gradient for x @ w: TensorFlow's product, or the transpose of w g^T where x's width is at least
     SWAPPED_INPUT_GRADIENT_MIN_COLUMNS and at least twice the batch's rows (decided when the step runs where the batch
     is unknown until then). The two differ by float rounding."""
-    columns = tf.compat.dimension_value(w.shape[0]) if w.shape.rank == 2 else None
-    if columns is None or columns < SWAPPED_INPUT_GRADIENT_MIN_COLUMNS:
-        return tf.linalg.matmul(grad, w, transpose_b=True)
-
     def product():
         return tf.linalg.matmul(grad, w, transpose_b=True)
+
+    columns = tf.compat.dimension_value(w.shape[0]) if w.shape.rank == 2 else None
+    if columns is None or columns < SWAPPED_INPUT_GRADIENT_MIN_COLUMNS:
+        return product()
 
     def swapped():
         return tf.transpose(tf.linalg.matmul(w, grad, transpose_b=True))
