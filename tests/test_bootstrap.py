@@ -22,11 +22,11 @@ SYSTEM_RUNTIME = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 def install(tmp_path):
     """Make a site folder holding a bootstrapped 'tensorflow' package; returns a runner."""
 
-    def make(env_version="1.0", env_namespace=True, **config):
+    def make(env_version="1.0", env_namespace=True, body="VALUE = 1\n", **config):
         site = tmp_path / "site"
         (site / "tensorflow").mkdir(parents=True)
         settings = {"schema": SCHEMA, "label": "tensorflow 9.9+retf.test", "conflicts": "error", **config}
-        init = inject(b'"""TF."""\nfrom __future__ import absolute_import\nVALUE = 1\n',
+        init = inject(b'"""TF."""\nfrom __future__ import absolute_import\n' + body.encode(),
                       bootstrap_block("tensorflow._retf", settings), "tensorflow/__init__.py")
         (site / "tensorflow" / "__init__.py").write_bytes(init)
         shutil.copytree(SHIPPED / "tensorflow" / "_retf", site / "tensorflow" / "_retf")
@@ -207,6 +207,33 @@ def test_the_bootstrap_leaves_what_only_a_checkpoint_save_needs_to_tensorflow(py
     result = run(python36, site, env, "import sys, tensorflow; print(sorted({'threading', 'ctypes'} & set(sys.modules)))")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["[]"]
+
+
+@pytest.mark.parametrize("before, environ, expected", [
+    ("", {}, ["False", "True", "True"]),  # paused for the package's code, then on and collected
+    ("gc.disable(); ", {}, ["False", "False", "False"]),  # the process's own choice is kept, and nothing collected
+    ("", {"RETF_DEFER_GC": "0"}, ["True", "True", "False"]),
+    ("", {"RETF_BOOTSTRAP": "0"}, ["True", "True", "False"]),
+])
+def test_the_garbage_collector_is_paused_for_the_import_only(python36, install, before, environ, expected):
+    site, env = install(body="import builtins, gc\nbuiltins.DURING = gc.isenabled()\n"
+                             "class Cycle(object):\n    pass\nCYCLE = Cycle()\nCYCLE.me = CYCLE\n"
+                             "import weakref\nREF = weakref.ref(CYCLE)\ndel CYCLE\n")
+    code = ("import gc; " + before + "import builtins, tensorflow\n"
+            "print(builtins.DURING, gc.isenabled(), tensorflow.REF() is None)")
+    result = run(python36, site, env, code, **environ)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == expected
+
+
+@pytest.mark.parametrize("error", ["ImportError('broken')", "KeyboardInterrupt"])
+def test_the_garbage_collector_is_back_on_however_the_import_ends(python36, install, error):
+    site, env = install(body=f"import builtins, gc\nbuiltins.DURING = gc.isenabled()\nraise {error}\n")
+    code = ("import builtins, gc\ntry:\n    import tensorflow\nexcept BaseException as exc:\n"
+            "    print(type(exc).__name__, builtins.DURING, gc.isenabled())")
+    result = run(python36, site, env, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [error.split("(")[0], "False", "True"]
 
 
 def test_tf_lite_runs_its_code_on_first_use_and_stays_bound_as_tf_lite(python36, install):

@@ -27,18 +27,19 @@ def test_block_goes_after_docstring_and_future_imports():
     out = lines_of(inject(TF_HEAD, BLOCK, "tensorflow/__init__.py"))
     begin = out.index(BEGIN)
     assert out[begin - 1] == "from __future__ import division as _division"
-    assert out[out.index(END) + 1] == ""
-    assert out.index("import distutils as _distutils") > out.index(END)
+    assert out[out.index(END) + 1] == "try:" and out[out.index(END) + 2] == ""
+    assert out.index("    import distutils as _distutils") > out.index(END)
     tree = ast.parse("\n".join(out))
     names = [type(n).__name__ for n in tree.body]
-    assert names[:6] == ["Expr", "ImportFrom", "ImportFrom", "FunctionDef", "Expr", "Delete"]
+    assert names == ["Expr", "ImportFrom", "ImportFrom", "FunctionDef", "Assign", "Delete", "Try"]
+    assert [type(n).__name__ for n in tree.body[-1].body] == ["Import", "Import"]
 
 
 def test_no_docstring_keeps_leading_comments_and_encoding_line_first():
     source = b"# -*- coding: utf-8 -*-\n# licence\n\nimport os\n"
     out = lines_of(inject(source, BLOCK, "x"))
     assert out[:3] == ["# -*- coding: utf-8 -*-", "# licence", ""] and out[3] == BEGIN
-    assert out[-1] == "import os"
+    assert out[out.index("try:") + 1] == "    import os" and out[-1] == "    del _retf_resume"
 
 
 def test_crlf_line_endings_are_kept():
@@ -50,11 +51,52 @@ def test_crlf_line_endings_are_kept():
 def test_docstring_only_and_empty_files():
     assert lines_of(inject(b'"""Doc."""', BLOCK, "x"))[1] == BEGIN
     assert lines_of(inject(b"", BLOCK, "x"))[0] == BEGIN
+    out = lines_of(inject(b'"""Doc."""\n# only a comment\n', BLOCK, "x"))
+    assert out[out.index("try:") + 1:out.index("finally:")] == ["    # only a comment", "    pass"]
 
 
 def test_decorated_first_statement():
     out = lines_of(inject(b"@decorator\ndef f():\n    pass\n", BLOCK, "x"))
-    assert out[0] == BEGIN and out[-3] == "@decorator"
+    assert out[0] == BEGIN and out[out.index("try:") + 1:out.index("finally:")] == [
+        "    @decorator", "    def f():", "        pass"]
+
+
+def test_the_package_code_keeps_its_strings_byte_for_byte_and_its_indentation_style():
+    source = (b'import sys\nTEXT = """first\n  second\n\tthird"""\nif sys:\n  x = (1,\n1)\n  y = "a\\\nb"\n'
+              b'def f():\n  """Doc\n  more."""\n  return TEXT\n')
+    out = inject(source, BLOCK, "x").decode()
+    assert '    TEXT = """first\n  second\n\tthird"""\n' in out and '"a\\\nb"' in out and "  more.\"\"\"" in out
+    namespace = {"__file__": "/site/tensorflow/__init__.py"}
+    exec(compile(out.replace("from tensorflow._retf import run as _run", "_run = lambda *a: None"), "x", "exec"),
+         namespace)
+    assert namespace["f"]() == "first\n  second\n\tthird" and namespace["y"] == "ab" and "_retf_resume" not in namespace
+    tabs = inject(b"if True:\n\tx = 1\n", BLOCK, "x").decode()
+    assert "\tif True:\n\t\tx = 1\n" in tabs
+
+
+def test_code_whose_tree_the_indentation_would_change_is_refused(monkeypatch):
+    import retfwheel.wheelfile.injection as injection
+
+    monkeypatch.setattr(injection, "_indented", lambda text: "".join("    " + line for line in text.splitlines(True)))
+    with pytest.raises(InjectionError, match="could not be placed under the bootstrap's `try` unchanged"):
+        inject(b'TEXT = """a\nb"""\n', BLOCK, "x")
+    assert inject(b"TEXT = 'a'\n", BLOCK, "x")  # no line inside a string: the same tree
+
+
+@pytest.mark.parametrize("body", ["VALUE = 1\n", "raise ImportError('no')\n", "raise KeyboardInterrupt\n"])
+def test_what_the_bootstrap_returns_is_called_once_however_the_package_code_ends(body):
+    patched = inject(f'"""Doc."""\n{body}'.encode(), BLOCK, "x").decode()
+    calls = []
+    namespace = {"__file__": "/site/tensorflow/__init__.py", "calls": calls}
+    code = compile(patched.replace("from tensorflow._retf import run as _run",
+                                   "_run = lambda *a: (lambda: calls.append('resumed'))"), "x", "exec")
+    try:
+        exec(code, namespace)
+    except (ImportError, KeyboardInterrupt):
+        assert body.startswith("raise")
+    else:
+        assert namespace["VALUE"] == 1
+    assert calls == ["resumed"] and "_retf_resume" not in namespace
 
 
 def test_second_injection_and_broken_sources_are_refused():
@@ -81,7 +123,8 @@ def test_finishing_blocks_go_last_in_order_and_only_once():
     patched = append(patched, ops_block("tensorflow._retf.ops", {"library": "retf/_retf_ops.so"}), "init")
     patched = append(patched, api_block("tensorflow._retf.v1_api", {"features": {}}), "init")
     out = lines_of(patched)
-    assert out.index(BEGIN) < out.index("import sys as _sys") < out.index(OPS_BEGIN) < out.index(API_BEGIN)
+    assert out.index(BEGIN) < out.index("    import sys as _sys") < out.index("finally:") < out.index(OPS_BEGIN)
+    assert out.index(OPS_BEGIN) < out.index(API_BEGIN)
     assert "    _call(globals(), {\"library\": \"retf/_retf_ops.so\"})" in out
     ast.parse(patched)
     with pytest.raises(InjectionError, match="already carries the block"):

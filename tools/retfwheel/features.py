@@ -167,6 +167,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("RETF_PAGE_TRIM", "0", "the wheel", "0: keep resident the pages of TensorFlow's native libraries that "
              "only their loading read (by default the read-only ones go back to the page cache once the library has "
              "loaded, and come back on first use)"),
+    Variable("RETF_DEFER_GC", "0", "the wheel", "0: keep Python's garbage collector running while `import tensorflow` "
+             "runs (by default it is paused for the import and collects once at its end, however the import ends)"),
     Variable("RETF_SPLIT_DENSE_ADAM", "0 or 1", "the wheel (retf.train)", "1: fused sparse Adam decays the rows a "
              "gradient does not name in an op of their own, early in the step"),
     Variable("RETF_TRANSPOSED_MATMUL_ISA", "avx512, fma, avx or plain", "the wheel (the op library)",

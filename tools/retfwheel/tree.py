@@ -15,7 +15,7 @@ PACKAGE = "retfwheel.runtime"
 
 # Paths under runtime/wheel/ (a folder ends with "/"), by the build step that ships them.
 _BOOTSTRAP = "tensorflow/_retf/"
-BOOTSTRAP_FILES = tuple(f"{_BOOTSTRAP}{name}" for name in ("__init__.py", "heap.py", "imports.py", "pages.py",
+BOOTSTRAP_FILES = tuple(f"{_BOOTSTRAP}{name}" for name in ("__init__.py", "collector.py", "heap.py", "imports.py", "pages.py",
                                                            "routing.py", "runtime.py", "switches.py", "tf1_libraries.py",
                                                            "tf115_names.py", "versions.py"))
 V1_API_FILES = tuple(f"{_BOOTSTRAP}{name}" for name in ("v1_api.py", "keras_bridge.py", "tf115_export.py",

@@ -28,7 +28,7 @@ from retfwheel.stages.sbom import SBOM_NAME, check_sbom, read_sbom
 from retfwheel.stages.sharing import PRIVATE_METADATA_SUFFIX
 from retfwheel.targets.recipe import Recipe, Target
 from retfwheel.wheelfile.archive import read_content
-from retfwheel.wheelfile.injection import BEGIN, END
+from retfwheel.wheelfile.injection import BEGIN, END, RESUME
 from retfwheel.wheelfile.record import hash_bytes
 from retfwheel.wheelfile.wheel import PROVENANCE_FILE, read_wheel
 from retfwheel.wheelfile.writer import CopyMember, NewMember, WrittenWheel, member_order
@@ -168,13 +168,15 @@ def _audit_bootstrap(wheel, plan: BuildPlan, checks: list[str]) -> None:
             ast.parse(read_content(wheel.archive, module).decode("utf-8"), module.name)
     except SyntaxError as exc:
         raise AuditError(f"audit failed: bootstrap code does not parse ({exc.filename}, {exc.msg}, line {exc.lineno})") from exc
-    first_import = next((n for n in tree.body if isinstance(n, ast.Import)
-                         or (isinstance(n, ast.ImportFrom) and n.module != "__future__")), None)
-    calls = [n for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+    calls = [index for index, n in enumerate(tree.body) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
              and getattr(n.value.func, "id", "") == "_retf_bootstrap"]
-    _expect(bool(calls) and (first_import is None or calls[0].lineno < first_import.lineno),
-            "the bootstrap does not run before the package's first import")
-    checks.append(f"bootstrap block runs before any other import in {PACKAGE}/__init__.py")
+    imports = [index for index, n in enumerate(tree.body) if isinstance(n, ast.Import)
+               or (isinstance(n, ast.ImportFrom) and n.module != "__future__")]
+    _expect(len(calls) == 1 and not imports, "the bootstrap does not run before the package's first import")
+    guard = next((n for n in tree.body[calls[0]:] if isinstance(n, ast.Try)), None)
+    _expect(guard is not None and any(isinstance(n, ast.Name) and n.id == RESUME for n in ast.walk(
+        ast.Module(body=guard.finalbody, type_ignores=[]))), "the package's code does not run in the bootstrap's `try`")
+    checks.append(f"bootstrap block runs before any other import in {PACKAGE}/__init__.py, which runs the rest in its `try`")
 
 
 def _audit_elves(elves: tuple[ElfInfo, ...], plan: BuildPlan, recipe: Recipe, target: Target, checks: list[str]) -> None:

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from retfwheel.errors import AuditError
 from retfwheel.features import DEFAULTS, block_settings
 
+# 6: `run` returns the call tensorflow/__init__.py's `finally` makes (the garbage collector's resumption);
 # 5: each switch says whether a value other than its default needs the op library ("needs_ops"); 4: the op library's and the 1.x API's settings are schema-checked too, their switches under "features" (each with
 # its variable); 3: "dist_info", "glibcxx_wanted", "glibcxx_needed_by" and each distribution's "metadata" folder;
 # 2: per-distribution routing ("distributions", "lazy"); 1 had "modules" and "namespaces"
-SCHEMA = 5
+SCHEMA = 6
 
 
 @dataclass(frozen=True)

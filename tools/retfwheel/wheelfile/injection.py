@@ -1,14 +1,19 @@
 """Patching a package's __init__.py with the bootstrap call (pure: bytes in, bytes out).
 
 The block goes after the module docstring and the last `from __future__` import, found with ast,
-between marker comments, as a function that runs once and is deleted; the file's line endings are
-kept and the result is parsed again before it is used.
+between marker comments, as a function that runs once and is deleted. The package's own code then
+runs in a `try` whose `finally` calls what the bootstrap returned (it pauses the garbage collector
+for the import: see runtime/wheel/tensorflow/_retf/collector.py), so that call is made however the
+import ends; the code is indented only where that leaves its syntax tree unchanged, which is checked.
+The file's line endings are kept and the result is parsed again before it is used.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import json
+import tokenize
 
 BEGIN = "# --- retfwheel bootstrap: begin (generated; do not edit) ---"
 END = "# --- retfwheel bootstrap: end ---"
@@ -16,6 +21,8 @@ OPS_BEGIN = "# --- retfwheel op library: begin (generated; do not edit) ---"
 OPS_END = "# --- retfwheel op library: end ---"
 API_BEGIN = "# --- retfwheel 1.x API: begin (generated; do not edit) ---"
 API_END = "# --- retfwheel 1.x API: end ---"
+AFTER = "# --- retfwheel bootstrap: after the import (generated; do not edit) ---"
+RESUME = "_retf_resume"  # what the bootstrap returned: None, or the call the finally makes
 
 
 class InjectionError(ValueError):
@@ -31,16 +38,21 @@ def bootstrap_block(module: str, config: dict) -> str:
             "def _retf_bootstrap():",
             "    import os as _os",
             "    if _os.environ.get('RETF_BOOTSTRAP', '1') == '0':",
-            "        return",
+            "        return None",
             f"    from {module} import run as _run",
-            f"    _run(_os.path.dirname(_os.path.abspath(__file__)), {literal})",
+            f"    return _run(_os.path.dirname(_os.path.abspath(__file__)), {literal})",
             "",
             "",
-            "_retf_bootstrap()",
+            f"{RESUME} = _retf_bootstrap()",
             "del _retf_bootstrap",
             END,
         ]
     )
+
+
+def _guard_lines() -> list[str]:
+    """The `finally` that ends what the bootstrap began, however the package's code ends."""
+    return ["finally:", "    " + AFTER, f"    if {RESUME} is not None:", f"        {RESUME}()", f"    del {RESUME}"]
 
 
 def api_block(module: str, config: dict) -> str:
@@ -113,12 +125,39 @@ def inject(source: bytes, block: str, where: str) -> bytes:
     before = "".join(lines[:index])
     if before and not before.endswith(("\n", "\r")):
         before += newline
-    result = before + injected + "".join(lines[index:])
+    rest = "".join(lines[index:])
+    if rest and not rest.endswith(("\n", "\r")):
+        rest += newline
+    statements = ast.parse(rest).body  # whole statements: the text parsed, and rest starts at one
+    guarded = "try:" + newline + _indented(rest) + ("" if statements else "    pass" + newline)
+    guarded += "".join(line + newline for line in _guard_lines())
+    result = before + injected + guarded
     try:
-        ast.parse(result, where)
+        patched = ast.parse(result, where)
     except SyntaxError as exc:  # pragma: no cover - would be a bug in the placement
         raise InjectionError(f"{where}: patched file does not parse ({exc.msg}, line {exc.lineno})") from exc
+    last = patched.body[-1]
+    kept = last.body if statements and isinstance(last, ast.Try) else []
+    if _tree(kept) != _tree(statements):
+        raise InjectionError(f"{where}: its code could not be placed under the bootstrap's `try` unchanged")
     return result.encode("utf-8")
+
+
+def _tree(statements: list) -> str:
+    return ast.dump(ast.Module(body=statements, type_ignores=[]), include_attributes=False)
+
+
+def _indented(text: str) -> str:
+    """``text`` (whole statements) one level deeper: every line but those that start inside a token (a multi-line
+    string's), which are kept byte for byte; a tab where the code indents with tabs, else four spaces."""
+    inside: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        inside.update(range(token.start[0] + 1, token.end[0] + 1))
+    lines = io.StringIO(text).readlines()  # numbered as tokenize numbers them
+    code = [line for number, line in enumerate(lines, 1) if number not in inside and line.strip()]
+    prefix = "\t" if any("\t" in line[:len(line) - len(line.lstrip())] for line in code) else "    "
+    return "".join(line if number in inside or not line.strip() else prefix + line
+                   for number, line in enumerate(lines, 1))
 
 
 def _is_future_import(statement: ast.stmt) -> bool:

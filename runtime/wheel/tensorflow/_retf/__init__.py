@@ -5,6 +5,7 @@ It makes the wheel's vendored C++ runtime and Python dependencies the ones this 
 explains exactly why it cannot. One module per job:
 
 - this package: the settings' schema, and `run`, the call tensorflow/__init__.py makes first
+- collector: the garbage collector, paused while `import tensorflow` runs (run returns the call that resumes it)
 - runtime: the C++ runtime (a libstdc++ TensorFlow's native code can run on)
 - routing: the vendored Python dependencies (the environment's copy where it fits, else the private one)
 - versions: PEP 440 versions and ranges, judged as pip judges them
@@ -22,7 +23,8 @@ Environment variables: RETF_BOOTSTRAP=0 does nothing; RETF_BOOTSTRAP_DEBUG=1 log
 its time to stderr; RETF_RUNTIME_DEFAULTS=0 keeps the build's runtime defaults out of the environment;
 RETF_API=2 keeps the 2.x API in a 1.x API build; RETF_OPS=0 leaves the retf op library unregistered;
 RETF_HEAP_TRIM=0 leaves the heap as TensorFlow's checkpoint saves leave it; RETF_PAGE_TRIM=0 leaves resident the
-pages of TensorFlow's native libraries that only their loading read.
+pages of TensorFlow's native libraries that only their loading read; RETF_DEFER_GC=0 keeps the garbage collector
+running while `import tensorflow` runs.
 The switches and the variables that override them are not named here: the build declares them in
 its settings (retfwheel's features table, docs/reference.md), and switches.switch() reads them by key.
 """
@@ -32,7 +34,7 @@ import os
 import sys
 import time
 
-SCHEMA = 5  # the settings this bootstrap reads (retfwheel's stages/bootstrap_config.py writes them)
+SCHEMA = 6  # the settings this bootstrap reads (retfwheel's stages/bootstrap_config.py writes them)
 HINT_MARK = "\nretf: "  # between TensorFlow's message and what retf adds to it
 
 
@@ -64,11 +66,14 @@ IMPORT_FIRST = ("tensorflow.lite",)
 
 
 def run(package_dir, config):
-    """Prepare this process for TensorFlow; raise ImportError when that cannot work."""
+    """Prepare this process for TensorFlow; raise ImportError when that cannot work.
+
+    Returns what tensorflow/__init__.py calls once its own code has run, however that ends: None, or the call that
+    resumes the garbage collector (collector.pause)."""
     if os.environ.get("RETF_BOOTSTRAP", "1") == "0":
-        return
+        return None
     check_schema(config)
-    from . import heap, imports, routing, runtime, tf1_libraries, tf115_names
+    from . import collector, heap, imports, routing, runtime, tf1_libraries, tf115_names
     log = _Log(os.environ.get("RETF_BOOTSTRAP_DEBUG", "0") not in ("", "0"))
     site = os.path.dirname(os.path.abspath(package_dir))
     log("%s: bootstrap starts" % config["label"])
@@ -86,6 +91,7 @@ def run(package_dir, config):
     imports.after_import("tensorflow.python.training.saver", heap.trim_while_saving)
     imports.on_first_use(ON_FIRST_USE, IMPORT_FIRST)
     log("bootstrap done")
+    return collector.pause()  # last: nothing above can raise with the collector off
 
 
 def _native_library_loaded(pywrap_tensorflow, package_dir):
