@@ -1,12 +1,14 @@
-"""Loads _retf_ops.so once, checking it was built for the running TensorFlow."""
+"""Loads _retf_ops.so once, checking it was built for the running TensorFlow: its kernels (load_kernels), and the
+module of its generated op wrappers (load_library), which TensorFlow compiles from their source, about 40 ms, so
+only on the first use of an op."""
 
 import json
 import os
 import sys
 import threading
 
-import tensorflow as tf
-from tensorflow.python.framework import versions
+from tensorflow.python.framework import errors, versions
+from tensorflow.python.framework import load_library as tf_loading
 
 # The real path: TensorFlow keeps one entry per library file name, and `import tensorflow` registered
 # the library by this spelling; another spelling of the same file would yield no op wrappers.
@@ -15,6 +17,7 @@ BUILD_INFO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_in
 
 _lock = threading.Lock()
 _module = None
+_kernels = False
 
 
 class OpLibraryError(ImportError):
@@ -37,7 +40,8 @@ def built_for():
     return info.get("tensorflow_version")
 
 
-def _load():
+def _checked():
+    """The library's path, once it is known to fit the running TensorFlow; (path, running version)."""
     if os.environ.get("RETF_OPS", "1") == "0":
         raise OpLibraryError("retf's op library is off in this process (RETF_OPS=0), so retf's ops cannot run; "
                              "unset RETF_OPS here and in every task of the cluster")
@@ -52,13 +56,29 @@ def _load():
                 built, running, _rebuild_hint(running)))
     if not os.path.isfile(LIBRARY):
         raise OpLibraryError("retf's op library {} is missing; {}".format(LIBRARY, _rebuild_hint(running)))
+    return running, built
+
+
+def _loading(load):
+    running, built = _checked()
     try:
-        return tf.load_op_library(LIBRARY)
-    except tf.errors.NotFoundError as exc:
+        return load(LIBRARY)
+    except errors.NotFoundError as exc:
         # TensorFlow reports a failed dlopen as NotFoundError; undefined symbols mean an ABI mismatch.
         raise OpLibraryError(
             "cannot load retf's op library {} (built for TensorFlow {}) into TensorFlow {}: {}; {}".format(
                 LIBRARY, built or "unknown", running, exc.message, _rebuild_hint(running))) from exc
+
+
+def load_kernels():
+    """Register the library's ops and kernels with TensorFlow (as `import tensorflow` has, where the library is on),
+    without its Python wrappers: enough for a kernel label or a node built by name."""
+    global _kernels
+    if not _kernels:
+        with _lock:
+            if not _kernels:
+                _loading(tf_loading.load_library)
+                _kernels = True
 
 
 def load_library():
@@ -67,5 +87,5 @@ def load_library():
     if _module is None:
         with _lock:
             if _module is None:
-                _module = _load()
+                _module = _loading(tf_loading.load_op_library)
     return _module

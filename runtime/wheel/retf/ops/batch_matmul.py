@@ -4,7 +4,7 @@ kernel label that selects it, and the kernel hands products of larger matrices t
 
 import tensorflow as tf
 
-from retf._library import load_library
+from retf._library import load_kernels
 from retf.ops._common import _label_for_retf, onednn_rewrites_graphs
 
 # The kernel label under which retf's BatchMatMulV2 kernel is registered: a node with `_kernel: "retf"` runs it.
@@ -50,7 +50,7 @@ def route_batch_matmul():
     if onednn_rewrites_graphs():
         return False
 
-    load_library()  # the kernel the label names registers with the library
+    load_kernels()  # the kernel the label names registers with the library
     if getattr(gen_math_ops.batch_mat_mul_v2, "original", None) is not None:
         return False
     gen_math_ops.batch_mat_mul_v2 = routed_batch_mat_mul_v2(gen_math_ops.batch_mat_mul_v2)

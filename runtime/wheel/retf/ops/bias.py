@@ -5,7 +5,7 @@ in memory; retf's streams the rows once (ops/cc/kernels/bias_add_grad_kernels.cc
 
 import tensorflow as tf
 
-from retf._library import load_library
+from retf._library import load_kernels
 from retf.ops._common import _label_for_retf, onednn_rewrites_graphs
 
 # The kernel label under which retf's BiasAddGrad kernel is registered: a node with `_kernel: "retf"` runs it.
@@ -46,7 +46,7 @@ def route_bias_gradients():
 
     if onednn_rewrites_graphs():
         return False
-    load_library()  # the kernel the label names registers with the library
+    load_kernels()  # the kernel the label names registers with the library
     if getattr(gen_nn_ops.bias_add_grad, "original", None) is not None:
         return False
     gen_nn_ops.bias_add_grad = routed_bias_add_grad(gen_nn_ops.bias_add_grad)

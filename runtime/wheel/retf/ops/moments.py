@@ -10,7 +10,7 @@
 
 import tensorflow as tf
 
-from retf._library import load_library
+from retf._library import load_kernels, load_library
 
 FLOATS = (tf.float32, tf.float64)
 
@@ -290,7 +290,7 @@ def _route(form):
 
     from tensorflow.python.ops import nn, nn_impl  # moments_v2 and Keras read them from these modules at each call
 
-    load_library()
+    load_kernels()  # the routed functions build the library's ops on first use
     changed = form not in _ROUTED
     _ROUTED.add(form)
     if getattr(nn_impl.moments, "original", None) is not None:
