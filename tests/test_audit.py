@@ -1,6 +1,7 @@
 """build.audit in-process: the written wheel is re-read and held to its plan; any drift is an AuditError."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,30 @@ def test_an_sbom_that_does_not_match_the_wheel_fails(written, tmp_path):
     wheel = write_wheel(changed, tmp_path / "other" / plan.filename, DEFAULT_EPOCH)
     with pytest.raises(AuditError, match="the SBOM does not match the wheel: vendored distributions differ"):
         audit_wheel(wheel, changed, recipe, elves)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda text: text.replace("_retf_resume = _retf_bootstrap()", "import os\n_retf_resume = _retf_bootstrap()"),
+     "the bootstrap does not run before the package's first import"),
+    (lambda text: text + "import os\n", "runs code outside the `try` that ends what the bootstrap began"),
+    (lambda text: text.replace("        _retf_resume()", "        pass"), "runs code outside the `try`"),
+])
+def test_a_package_init_whose_code_escapes_the_bootstrap_fails(written, tmp_path, change, message):
+    from retfwheel.stages.plan import BOOTSTRAP_FILE, BOOTSTRAP_MODULE
+    from retfwheel.wheelfile.injection import bootstrap_block, inject
+
+    _, plan, recipe, elves = written
+    shipped = (Path(__file__).resolve().parent.parent / "runtime" / "wheel" / BOOTSTRAP_FILE).read_bytes()
+    patched = inject(b'"""TF."""\nimport sys as _sys\n', bootstrap_block(BOOTSTRAP_MODULE, {}), "tensorflow/__init__.py")
+
+    def audited(init: bytes, folder: str):
+        members = tuple(m for m in plan.members if m.name != "tensorflow/__init__.py") + (
+            NewMember("tensorflow/__init__.py", init), NewMember(BOOTSTRAP_FILE, shipped))
+        members = tuple(sorted(members, key=lambda m: (m.name.startswith(plan.dist_info), m.name)))
+        changed = dataclasses.replace(plan, members=members)
+        (tmp_path / folder).mkdir()
+        return audit_wheel(write_wheel(changed, tmp_path / folder / plan.filename, DEFAULT_EPOCH), changed, recipe, elves)
+
+    assert "runs the rest in its `try`" in " ".join(audited(patched, "as built").checks)
+    with pytest.raises(AuditError, match=message):
+        audited(change(patched.decode()).encode(), "changed")

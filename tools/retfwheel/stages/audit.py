@@ -172,10 +172,13 @@ def _audit_bootstrap(wheel, plan: BuildPlan, checks: list[str]) -> None:
              and getattr(n.value.func, "id", "") == "_retf_bootstrap"]
     imports = [index for index, n in enumerate(tree.body) if isinstance(n, ast.Import)
                or (isinstance(n, ast.ImportFrom) and n.module != "__future__")]
-    _expect(len(calls) == 1 and not imports, "the bootstrap does not run before the package's first import")
+    _expect(len(calls) == 1 and not any(index < calls[0] for index in imports),
+            "the bootstrap does not run before the package's first import")
     guard = next((n for n in tree.body[calls[0]:] if isinstance(n, ast.Try)), None)
-    _expect(guard is not None and any(isinstance(n, ast.Name) and n.id == RESUME for n in ast.walk(
-        ast.Module(body=guard.finalbody, type_ignores=[]))), "the package's code does not run in the bootstrap's `try`")
+    resumes = guard is not None and any(isinstance(n, ast.Call) and getattr(n.func, "id", "") == RESUME
+                                        for n in ast.walk(ast.Module(body=guard.finalbody, type_ignores=[])))
+    _expect(resumes and not imports, f"{PACKAGE}/__init__.py runs code outside the `try` that ends what the bootstrap "
+            "began (the garbage collector's pause)")
     checks.append(f"bootstrap block runs before any other import in {PACKAGE}/__init__.py, which runs the rest in its `try`")
 
 
