@@ -41,7 +41,7 @@ def built_for():
 
 
 def _checked():
-    """The library's path, once it is known to fit the running TensorFlow; (path, running version)."""
+    """(the running TensorFlow's version, the one the library was built for), once the library is known to fit."""
     if os.environ.get("RETF_OPS", "1") == "0":
         raise OpLibraryError("retf's op library is off in this process (RETF_OPS=0), so retf's ops cannot run; "
                              "unset RETF_OPS here and in every task of the cluster")

@@ -128,7 +128,10 @@ def inject(source: bytes, block: str, where: str) -> bytes:
     rest = "".join(lines[index:])
     if rest and not rest.endswith(("\n", "\r")):
         rest += newline
-    statements = ast.parse(rest).body  # whole statements: the text parsed, and rest starts at one
+    try:
+        statements = ast.parse(rest).body  # whole statements: the text parsed, and rest starts at one
+    except SyntaxError as exc:  # pragma: no cover - would be a bug in the placement
+        raise InjectionError(f"{where}: its code after line {index} does not parse on its own ({exc.msg})") from exc
     guarded = "try:" + newline + _indented(rest) + ("" if statements else "    pass" + newline)
     guarded += "".join(line + newline for line in _guard_lines())
     result = before + injected + guarded
