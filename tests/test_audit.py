@@ -78,6 +78,7 @@ def test_an_sbom_that_does_not_match_the_wheel_fails(written, tmp_path):
     (lambda text: text.replace("_retf_resume = _retf_bootstrap()", "import os\n_retf_resume = _retf_bootstrap()"),
      "the bootstrap does not run before the package's first import"),
     (lambda text: text + "import os\n", "runs code outside the `try` that ends what the bootstrap began"),
+    (lambda text: text + "VALUE = 1\n", "runs code outside the `try`"),
     (lambda text: text.replace("        _retf_resume()", "        pass"), "runs code outside the `try`"),
 ])
 def test_a_package_init_whose_code_escapes_the_bootstrap_fails(written, tmp_path, change, message):

@@ -174,12 +174,23 @@ def _audit_bootstrap(wheel, plan: BuildPlan, checks: list[str]) -> None:
                or (isinstance(n, ast.ImportFrom) and n.module != "__future__")]
     _expect(len(calls) == 1 and not any(index < calls[0] for index in imports),
             "the bootstrap does not run before the package's first import")
-    guard = next((n for n in tree.body[calls[0]:] if isinstance(n, ast.Try)), None)
+    after = tree.body[calls[0] + 1:]  # `del _retf_bootstrap`, the `try`, then the finishing blocks alone
+    guard = after[1] if len(after) > 1 and isinstance(after[1], ast.Try) else None
     resumes = guard is not None and any(isinstance(n, ast.Call) and getattr(n.func, "id", "") == RESUME
                                         for n in ast.walk(ast.Module(body=guard.finalbody, type_ignores=[])))
-    _expect(resumes and not imports, f"{PACKAGE}/__init__.py runs code outside the `try` that ends what the bootstrap "
-            "began (the garbage collector's pause)")
+    _expect(resumes and all(_is_finishing_block(n) for n in after[:1] + after[2:]),
+            f"{PACKAGE}/__init__.py runs code outside the `try` that ends what the bootstrap began (the garbage "
+            "collector's pause)")
     checks.append(f"bootstrap block runs before any other import in {PACKAGE}/__init__.py, which runs the rest in its `try`")
+
+
+def _is_finishing_block(statement: ast.stmt) -> bool:
+    """A statement of the injected blocks around the package's `try`: a _retf_ function's definition, call or del."""
+    if isinstance(statement, ast.FunctionDef):
+        return statement.name.startswith("_retf_")
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        return getattr(statement.value.func, "id", "").startswith("_retf_")
+    return isinstance(statement, ast.Delete) and all(getattr(t, "id", "").startswith("_retf_") for t in statement.targets)
 
 
 def _audit_elves(elves: tuple[ElfInfo, ...], plan: BuildPlan, recipe: Recipe, target: Target, checks: list[str]) -> None:
